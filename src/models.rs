@@ -244,7 +244,11 @@ impl Pet {
     /// assert_eq!(pet.status, Some(PetStatus::Sold));
     /// ```
     #[must_use]
-    pub fn new(id: impl Into<PetId>, name: impl Into<String>, category_id: impl Into<CategoryId>) -> Self {
+    pub fn new(
+        id: impl Into<PetId>,
+        name: impl Into<String>,
+        category_id: impl Into<CategoryId>,
+    ) -> Self {
         Self {
             id: id.into(),
             name: name.into(),

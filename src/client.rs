@@ -1,0 +1,410 @@
+//! [`PetStoreClient`] and its builder.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use http::HeaderValue;
+use url::{Host, Url};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::http::Operation;
+use crate::quota::Quota;
+use crate::retry::RetryPolicy;
+use crate::throttle::Throttle;
+
+/// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
+pub const BASE_URL_ENV: &str = "PETSTORE_BASE_URL";
+/// The environment variable [`PetStoreClient::from_env`] reads the API key from.
+pub const API_KEY_ENV: &str = "PETSTORE_API_KEY";
+
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_MAX_RESPONSE_BODY: usize = 8 * 1024 * 1024;
+
+/// A client of the Pet Store API.
+///
+/// Cheap to clone: clones share one connection pool, one rate-limit state (the cooldown gate
+/// and the quota pacer) and the latest [`Quota`], so clone it freely into tasks rather than
+/// wrapping it in an `Arc`. Its `Debug` output never shows the API key.
+///
+/// ```no_run
+/// use petstore::{NewPet, PetStatus, PetStoreClient};
+///
+/// # async fn run() -> petstore::Result<()> {
+/// let client = PetStoreClient::builder()
+///     .base_url("https://petstore.example.com/v1")
+///     .api_key("my-api-key")
+///     .build()?;
+///
+/// let rex = client.create_pet(NewPet::new("Rex", 1)).send().await?;
+/// let available = client.list_pets().status(PetStatus::Available).limit(50).send().await?;
+/// println!("created {}; {} available; quota {:?}", rex.id, available.len(), client.quota());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PetStoreClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base_url: Url,
+    pub(crate) pets_url: Url,
+    pub(crate) authorization: HeaderValue,
+    pub(crate) user_agent: HeaderValue,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) call_timeout: Option<Duration>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) max_response_body: usize,
+    pub(crate) throttle: Throttle,
+    pub(crate) deprecation_warned: [AtomicBool; Operation::COUNT],
+}
+
+impl PetStoreClient {
+    /// A builder; [`base_url`](PetStoreClientBuilder::base_url) and
+    /// [`api_key`](PetStoreClientBuilder::api_key) are required.
+    pub fn builder() -> PetStoreClientBuilder {
+        PetStoreClientBuilder::new()
+    }
+
+    /// A client for the deployment named by `PETSTORE_BASE_URL`, authenticated with
+    /// `PETSTORE_API_KEY`, with every other setting at its default.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when a variable is unset or its value is invalid, as for
+    /// [`PetStoreClientBuilder::build`].
+    ///
+    /// ```no_run
+    /// let client = petstore::PetStoreClient::from_env()?;
+    /// # Ok::<(), petstore::Error>(())
+    /// ```
+    pub fn from_env() -> Result<Self> {
+        PetStoreClientBuilder::from_env().build()
+    }
+
+    /// The latest rate-limit quota reported to this client or any of its clones, on success
+    /// or error responses; `None` before the first response that carried one.
+    #[must_use]
+    pub fn quota(&self) -> Option<Quota> {
+        self.inner.throttle.latest()
+    }
+
+    /// The base URL requests go to, ending in `/v1/`.
+    #[must_use]
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base_url
+    }
+}
+
+impl fmt::Debug for PetStoreClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("PetStoreClient")
+            .field("base_url", &inner.base_url.as_str())
+            .field("api_key", &Redacted)
+            .field("connect_timeout", &inner.connect_timeout)
+            .field("attempt_timeout", &inner.attempt_timeout)
+            .field("call_timeout", &inner.call_timeout)
+            .field("retry", &inner.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Builds a [`PetStoreClient`].
+///
+/// Setters never fail; [`build`](Self::build) checks everything and reports the first
+/// problem. Defaults:
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`base_url`](Self::base_url), [`api_key`](Self::api_key) | none: required |
+/// | [`connect_timeout`](Self::connect_timeout) | 10 s |
+/// | [`attempt_timeout`](Self::attempt_timeout) | 30 s: sending one request and reading its whole response |
+/// | [`call_timeout`](Self::call_timeout) | none: the whole call, retries and waits included |
+/// | [`retry_policy`](Self::retry_policy) | [`RetryPolicy::default()`] |
+/// | [`quota_pacing`](Self::quota_pacing) | on |
+/// | [`user_agent`](Self::user_agent) | `petstore-rust/<crate version>` |
+/// | [`max_response_body`](Self::max_response_body) | 8 MiB |
+/// | [`allow_insecure_http`](Self::allow_insecure_http) | off: plain `http://` only to loopback |
+///
+/// ```
+/// use std::time::Duration;
+/// use petstore::{PetStoreClient, RetryPolicy};
+///
+/// let client = PetStoreClient::builder()
+///     .base_url("https://petstore.example.com/v1")
+///     .api_key("my-api-key")
+///     .attempt_timeout(Duration::from_secs(5))
+///     .retry_policy(RetryPolicy::default().with_max_retries(5))
+///     .build()?;
+/// assert!(!format!("{client:?}").contains("my-api-key"));
+/// # Ok::<(), petstore::Error>(())
+/// ```
+#[must_use]
+#[derive(Clone)]
+pub struct PetStoreClientBuilder {
+    base_url: Option<String>,
+    api_key: Option<String>,
+    connect_timeout: Duration,
+    attempt_timeout: Option<Duration>,
+    call_timeout: Option<Duration>,
+    user_agent: Option<String>,
+    http_client: Option<reqwest::Client>,
+    retry: RetryPolicy,
+    quota_pacing: bool,
+    max_response_body: usize,
+    allow_insecure_http: bool,
+}
+
+impl Default for PetStoreClientBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PetStoreClientBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self {
+            base_url: None,
+            api_key: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            attempt_timeout: Some(DEFAULT_ATTEMPT_TIMEOUT),
+            call_timeout: None,
+            user_agent: None,
+            http_client: None,
+            retry: RetryPolicy::default(),
+            quota_pacing: true,
+            max_response_body: DEFAULT_MAX_RESPONSE_BODY,
+            allow_insecure_http: false,
+        }
+    }
+
+    /// A builder with the base URL and API key from `PETSTORE_BASE_URL` and
+    /// `PETSTORE_API_KEY`, when set; other settings can still be changed.
+    pub fn from_env() -> Self {
+        let mut builder = Self::new();
+        builder.base_url = std::env::var(BASE_URL_ENV).ok();
+        builder.api_key = std::env::var(API_KEY_ENV).ok();
+        builder
+    }
+
+    /// The deployment's base URL, ending in the version segment `v1`, such as
+    /// `https://petstore.example.com/v1` (a trailing slash is optional). Accepts a `&str`,
+    /// a `String` or a [`url::Url`].
+    pub fn base_url(mut self, url: impl AsRef<str>) -> Self {
+        self.base_url = Some(url.as_ref().to_owned());
+        self
+    }
+
+    /// The API key, sent as the bearer token of every request. It is never shown by `Debug`,
+    /// in errors or in logs.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// How long establishing a connection (TCP and TLS) may take. Ignored when a
+    /// [`http_client`](Self::http_client) is supplied: configure that client instead.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one attempt (sending the request and reading the whole response) may take;
+    /// `None` for no limit.
+    pub fn attempt_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.attempt_timeout = timeout.into();
+        self
+    }
+
+    /// How long a whole call may take, retries and waits included; `None` (the default) for
+    /// no limit beyond what the retry policy implies.
+    pub fn call_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.call_timeout = timeout.into();
+        self
+    }
+
+    /// The `User-Agent` header; `petstore-rust/<crate version>` by default.
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = Some(user_agent.into());
+        self
+    }
+
+    /// Sends requests through this `reqwest::Client` (its pool, proxy, TLS and timeouts)
+    /// instead of one built by this crate. Keep its redirect policy at `none` or the default:
+    /// reqwest drops the `Authorization` header on redirects to another host.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// The retry policy of every call, unless a request overrides it.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Whether to hold requests when the quota the service reported is spent, until the
+    /// window resets, instead of sending them into a certain 429. On by default.
+    pub fn quota_pacing(mut self, enabled: bool) -> Self {
+        self.quota_pacing = enabled;
+        self
+    }
+
+    /// The largest response body the client reads; a larger one fails the call with
+    /// [`Error::BodyTooLarge`] and is not read past the limit. 8 MiB by default.
+    pub fn max_response_body(mut self, bytes: usize) -> Self {
+        self.max_response_body = bytes;
+        self
+    }
+
+    /// Allows a plain `http://` base URL on a host other than loopback. Off by default, since
+    /// the API key would travel in clear text.
+    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
+        self.allow_insecure_http = allow;
+        self
+    }
+
+    /// Builds the client.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the base URL or API key is missing, the key cannot be sent in
+    /// an HTTP header, the base URL does not parse, cannot take paths or does not end in
+    /// `/v1`, the base URL is plain `http://` to a host other than loopback (unless
+    /// [`allow_insecure_http`](Self::allow_insecure_http)), or the HTTP client cannot be
+    /// created.
+    pub fn build(self) -> Result<PetStoreClient> {
+        let base_url = self.parse_base_url()?;
+        let authorization = authorization(self.api_key.as_deref())?;
+        let user_agent = match &self.user_agent {
+            Some(agent) => HeaderValue::from_str(agent)
+                .map_err(|_| Error::config("the user agent is not a valid HTTP header value"))?,
+            None => HeaderValue::from_static(concat!("petstore-rust/", env!("CARGO_PKG_VERSION"))),
+        };
+        let (http, connect_timeout) = match self.http_client {
+            Some(client) => (client, None),
+            None => (
+                reqwest::Client::builder()
+                    .connect_timeout(self.connect_timeout)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| Error::config(format!("cannot create the HTTP client: {e}")))?,
+                Some(self.connect_timeout),
+            ),
+        };
+        let pets_url = base_url
+            .join("pets")
+            .map_err(|e| Error::config(format!("cannot form the pets URL: {e}")))?;
+        Ok(PetStoreClient {
+            inner: Arc::new(Inner {
+                http,
+                base_url,
+                pets_url,
+                authorization,
+                user_agent,
+                connect_timeout,
+                attempt_timeout: self.attempt_timeout,
+                call_timeout: self.call_timeout,
+                retry: self.retry,
+                max_response_body: self.max_response_body,
+                throttle: Throttle::new(self.quota_pacing, Clock::new()),
+                deprecation_warned: Default::default(),
+            }),
+        })
+    }
+
+    fn parse_base_url(&self) -> Result<Url> {
+        let raw = self.base_url.as_deref().ok_or_else(|| {
+            Error::config(format!(
+                "no base URL: call base_url() or set {BASE_URL_ENV}"
+            ))
+        })?;
+        let mut url = Url::parse(raw.trim())
+            .map_err(|e| Error::config(format!("the base URL `{raw}` is not a valid URL: {e}")))?;
+        if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
+            return Err(Error::config(format!(
+                "the base URL `{raw}` must be an http or https URL that can take paths"
+            )));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(Error::config(format!(
+                "the base URL `{raw}` must not have a query or fragment"
+            )));
+        }
+        let last_segment = url.path().trim_end_matches('/').rsplit('/').next();
+        if last_segment != Some("v1") {
+            return Err(Error::config(format!(
+                "the base URL `{raw}` must end in the API version segment `/v1`"
+            )));
+        }
+        if url.scheme() == "http" && !self.allow_insecure_http && !is_loopback(&url) {
+            return Err(Error::config(format!(
+                "refusing to send the API key in clear text to `{raw}`: use https, or allow_insecure_http(true)"
+            )));
+        }
+        if !url.path().ends_with('/') {
+            let path = format!("{}/", url.path());
+            url.set_path(&path);
+        }
+        Ok(url)
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    }
+}
+
+/// The `Authorization` header value, built once; marked sensitive so that `http` and
+/// `reqwest` never print it.
+fn authorization(key: Option<&str>) -> Result<HeaderValue> {
+    let key = key
+        .ok_or_else(|| Error::config(format!("no API key: call api_key() or set {API_KEY_ENV}")))?;
+    if key.trim().is_empty() {
+        return Err(Error::config("the API key is empty"));
+    }
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+        Error::config("the API key contains characters that cannot be sent in an HTTP header")
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+impl fmt::Debug for PetStoreClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PetStoreClientBuilder")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| Redacted))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("user_agent", &self.user_agent)
+            .field("http_client", &self.http_client.is_some())
+            .field("retry", &self.retry)
+            .field("quota_pacing", &self.quota_pacing)
+            .field("max_response_body", &self.max_response_body)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .finish()
+    }
+}

@@ -1,0 +1,125 @@
+//! The `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) response headers.
+
+use chrono::{DateTime, Utc};
+use http::HeaderMap;
+
+/// The service's notice that an operation is deprecated, from the `Deprecation` (RFC 9745)
+/// and `Sunset` (RFC 8594) response headers.
+///
+/// Present on a [`Response`](crate::Response) when either header is. The client also logs one
+/// `tracing` warning per operation the first time a client sees such a notice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Deprecation {
+    /// Whether the `Deprecation` header was present.
+    pub deprecated: bool,
+    /// When the operation was (or will be) deprecated, if the header gives a date
+    /// (`@<unix-seconds>`, or an HTTP-date from earlier drafts).
+    pub deprecated_at: Option<DateTime<Utc>>,
+    /// When the operation stops working, from the `Sunset` header's HTTP-date.
+    pub sunset: Option<DateTime<Utc>>,
+}
+
+impl Deprecation {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
+        let deprecation = headers.get("deprecation");
+        let sunset = headers.get("sunset");
+        if deprecation.is_none() && sunset.is_none() {
+            return None;
+        }
+        Some(Self {
+            deprecated: deprecation.is_some(),
+            deprecated_at: deprecation
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_deprecation_date),
+            sunset: sunset
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_http_date),
+        })
+    }
+}
+
+fn parse_deprecation_date(value: &str) -> Option<DateTime<Utc>> {
+    let value = value.trim();
+    match value.strip_prefix('@') {
+        Some(seconds) if !seconds.is_empty() && seconds.bytes().all(|b| b.is_ascii_digit()) => {
+            DateTime::from_timestamp(seconds.parse().ok()?, 0)
+        }
+        Some(_) => None,
+        None => parse_http_date(value),
+    }
+}
+
+fn parse_http_date(value: &str) -> Option<DateTime<Utc>> {
+    httpdate::parse_http_date(value.trim())
+        .ok()
+        .map(DateTime::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use http::HeaderValue;
+    use proptest::prelude::*;
+
+    fn notice(deprecation: Option<&str>, sunset: Option<&str>) -> Option<Deprecation> {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = deprecation {
+            headers.insert("deprecation", HeaderValue::from_str(value).unwrap());
+        }
+        if let Some(value) = sunset {
+            headers.insert("sunset", HeaderValue::from_str(value).unwrap());
+        }
+        Deprecation::from_headers(&headers)
+    }
+
+    #[test]
+    fn reads_both_headers() {
+        let removal = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).unwrap();
+        assert_eq!(
+            notice(Some("@1688169599"), Some("Thu, 05 Dec 2030 00:00:00 GMT")),
+            Some(Deprecation {
+                deprecated: true,
+                deprecated_at: Utc.timestamp_opt(1_688_169_599, 0).single(),
+                sunset: Some(removal),
+            })
+        );
+        assert_eq!(
+            notice(None, Some("Thu, 05 Dec 2030 00:00:00 GMT")).map(|d| (d.deprecated, d.sunset)),
+            Some((false, Some(removal)))
+        );
+        assert_eq!(notice(None, None), None);
+    }
+
+    #[test]
+    fn malformed_values_keep_the_notice_without_dates() {
+        for value in ["true", "@", "@-5", "@1.5", "yesterday", ""] {
+            assert_eq!(
+                notice(Some(value), Some("soon")),
+                Some(Deprecation {
+                    deprecated: true,
+                    deprecated_at: None,
+                    sunset: None,
+                }),
+                "{value:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(deprecation in "\\PC*", sunset in "\\PC*") {
+            let _ = parse_deprecation_date(&deprecation);
+            let _ = parse_http_date(&sunset);
+        }
+
+        #[test]
+        fn unix_dates_round_trip(seconds in 0i64..253_402_300_799) {
+            prop_assert_eq!(
+                parse_deprecation_date(&format!("@{seconds}")),
+                DateTime::from_timestamp(seconds, 0)
+            );
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The three operations of the specification, one owned request builder each.
+
+use crate::client::PetStoreClient;
+use crate::error::{Error, Result};
+use crate::http::{Call, Operation};
+use crate::models::{NewPet, Pet, PetId, PetStatus};
+use crate::response::Response;
+use crate::retry::RetryPolicy;
+
+const LIMIT_RANGE: std::ops::RangeInclusive<u32> = 1..=100;
+
+impl PetStoreClient {
+    /// Lists pets (`listPets`, `GET /pets`): up to [`limit`](ListPets::limit) of them,
+    /// optionally only those with a [`status`](ListPets::status).
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+    /// use petstore::PetStatus;
+    ///
+    /// let first_twenty = client.list_pets().send().await?;
+    /// let sold = client.list_pets().status(PetStatus::Sold).limit(100).send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn list_pets(&self) -> ListPets {
+        ListPets {
+            client: self.clone(),
+            limit: None,
+            status: None,
+            retry: None,
+        }
+    }
+
+    /// Adds a pet (`createPet`, `POST /pets`) and returns it with the id the service assigned.
+    ///
+    /// It is retried after a 429, which the service did not process, but never after an
+    /// ambiguous failure (a 5xx, a timeout, a dropped connection), so it never creates the pet
+    /// twice.
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+    /// use petstore::{NewPet, PetStatus};
+    ///
+    /// let pet = client
+    ///     .create_pet(NewPet::new("Rex", 3).status(PetStatus::Available))
+    ///     .send()
+    ///     .await?;
+    /// println!("Rex is pet {}", pet.id);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn create_pet(&self, pet: NewPet) -> CreatePet {
+        CreatePet {
+            client: self.clone(),
+            pet,
+            retry: None,
+        }
+    }
+
+    /// Fetches one pet by id (`getPet`, `GET /pets/{petId}`).
+    ///
+    /// The specification deprecates this operation and removes it on 2030-12-05; its
+    /// replacement is [`list_pets`](Self::list_pets) with a
+    /// [`status`](ListPets::status) filter.
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+    /// #[allow(deprecated)]
+    /// match client.get_pet(42).send().await {
+    ///     Ok(pet) => println!("{}", pet.name),
+    ///     Err(e) if e.is_not_found() => println!("no pet 42"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[deprecated(
+        since = "0.1.0",
+        note = "getPet is deprecated by the Pet Store API and removed on 2030-12-05; use `list_pets().status(..)` instead"
+    )]
+    pub fn get_pet(&self, id: impl Into<PetId>) -> GetPet {
+        GetPet {
+            client: self.clone(),
+            id: id.into(),
+            retry: None,
+        }
+    }
+}
+
+/// The shared tail of every request builder: the per-call retry policy and the two ways to
+/// send.
+macro_rules! sends {
+    ($builder:ident, $value:ty) => {
+        impl $builder {
+            /// Overrides the client's [`RetryPolicy`] for this call.
+            pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+                self.retry = Some(policy);
+                self
+            }
+
+            #[doc = concat!("Sends the request and returns the ", stringify!($value), ".")]
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidArgument`] before anything is sent when a parameter is out of
+            /// the specification's range; otherwise any [`Error`] of the call, after the
+            /// retries its [`RetryPolicy`] allows.
+            pub async fn send(self) -> Result<$value> {
+                self.send_with_meta().await.map(Response::into_value)
+            }
+
+            /// Sends the request and returns the value with the response's metadata: status,
+            /// headers, [`Quota`](crate::Quota) and [`Deprecation`](crate::Deprecation).
+            ///
+            /// # Errors
+            ///
+            /// As for `send`.
+            pub async fn send_with_meta(self) -> Result<Response<$value>> {
+                let (client, call) = self.into_call()?;
+                client.execute(call).await
+            }
+        }
+    };
+}
+
+/// The request builder of [`PetStoreClient::list_pets`].
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until it is sent with `.send().await`"]
+pub struct ListPets {
+    client: PetStoreClient,
+    limit: Option<u32>,
+    status: Option<PetStatus>,
+    retry: Option<RetryPolicy>,
+}
+
+impl ListPets {
+    /// The maximum number of pets returned, 1 to 100; the service's default is 20.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Only pets with this status.
+    pub fn status(mut self, status: impl Into<PetStatus>) -> Self {
+        self.status = Some(status.into());
+        self
+    }
+
+    fn into_call(self) -> Result<(PetStoreClient, Call)> {
+        let mut url = self.client.inner.pets_url.clone();
+        if let Some(limit) = self.limit {
+            if !LIMIT_RANGE.contains(&limit) {
+                return Err(Error::InvalidArgument {
+                    name: "limit",
+                    value: limit.to_string(),
+                    expected: "the API accepts 1 to 100",
+                });
+            }
+        }
+        if self.limit.is_some() || self.status.is_some() {
+            let mut query = url.query_pairs_mut();
+            if let Some(limit) = self.limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+            if let Some(status) = &self.status {
+                query.append_pair("status", status.as_str());
+            }
+        }
+        let call = Call {
+            operation: Operation::ListPets,
+            url,
+            body: None,
+            retry: self.retry,
+        };
+        Ok((self.client, call))
+    }
+}
+
+sends!(ListPets, Vec<Pet>);
+
+/// The request builder of [`PetStoreClient::create_pet`].
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until it is sent with `.send().await`"]
+pub struct CreatePet {
+    client: PetStoreClient,
+    pet: NewPet,
+    retry: Option<RetryPolicy>,
+}
+
+impl CreatePet {
+    fn into_call(self) -> Result<(PetStoreClient, Call)> {
+        let body = serde_json::to_vec(&self.pet).map_err(|e| Error::InvalidArgument {
+            name: "pet",
+            value: e.to_string(),
+            expected: "a pet that serializes to JSON",
+        })?;
+        let call = Call {
+            operation: Operation::CreatePet,
+            url: self.client.inner.pets_url.clone(),
+            body: Some(body.into()),
+            retry: self.retry,
+        };
+        Ok((self.client, call))
+    }
+}
+
+sends!(CreatePet, Pet);
+
+/// The request builder of the deprecated [`PetStoreClient::get_pet`].
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until it is sent with `.send().await`"]
+pub struct GetPet {
+    client: PetStoreClient,
+    id: PetId,
+    retry: Option<RetryPolicy>,
+}
+
+impl GetPet {
+    fn into_call(self) -> Result<(PetStoreClient, Call)> {
+        let mut url = self.client.inner.pets_url.clone();
+        url.path_segments_mut()
+            .map_err(|()| Error::config("the base URL cannot take paths"))?
+            .push(&self.id.to_string());
+        let call = Call {
+            operation: Operation::GetPet,
+            url,
+            body: None,
+            retry: self.retry,
+        };
+        Ok((self.client, call))
+    }
+}
+
+sends!(GetPet, Pet);

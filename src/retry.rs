@@ -1,0 +1,351 @@
+//! When and how long to retry: [`RetryPolicy`], the classification of an attempt's outcome,
+//! and the delay schedule.
+
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use http::{Method, StatusCode};
+
+use crate::error::{Error, TimeoutKind};
+
+/// How a call retries: how many times, with which delays, and how long it honours a wait the
+/// service asks for.
+///
+/// | setting | default | meaning |
+/// | --- | --- | --- |
+/// | [`max_retries`](Self::max_retries) | 3 | retries after the first attempt (so at most 4 requests) |
+/// | [`initial_delay`](Self::initial_delay) | 500 ms | delay before the first retry |
+/// | [`factor`](Self::factor) | 2 | each further delay is the previous one times this |
+/// | [`max_delay`](Self::max_delay) | 8 s | no delay is longer |
+/// | [`jitter`](Self::jitter) | on | each delay grows by a random amount of up to itself (still capped by `max_delay`), so that clients do not retry in lockstep |
+/// | [`max_server_wait`](Self::max_server_wait) | 120 s | the longest wait the client sits through when the service asks for quiet; a longer one fails the call at once with the rate-limited error |
+///
+/// When the service sends `Retry-After`, the delay is exactly that wait, never less; otherwise
+/// it is the exponential delay above. What is retried:
+///
+/// | outcome | `GET` (list, get) | `POST` (create) |
+/// | --- | --- | --- |
+/// | 429 Too Many Requests | retried | retried: the request was not processed |
+/// | 500, 502, 503, 504 | retried | not retried: it may have been processed |
+/// | connect error, per-attempt timeout, dropped connection | retried | not retried |
+/// | any other status | not retried | not retried |
+///
+/// Set it for a client with
+/// [`PetStoreClientBuilder::retry_policy`](crate::PetStoreClientBuilder::retry_policy), or for
+/// one call with the `retry_policy` method of every request builder.
+///
+/// ```
+/// use std::time::Duration;
+/// use petstore::RetryPolicy;
+///
+/// let patient = RetryPolicy::default()
+///     .with_max_retries(6)
+///     .with_max_delay(Duration::from_secs(30));
+/// assert_eq!(patient.max_retries(), 6);
+/// assert_eq!(RetryPolicy::none().max_retries(), 0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    max_retries: u32,
+    initial_delay: Duration,
+    factor: f32,
+    max_delay: Duration,
+    jitter: bool,
+    max_server_wait: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            initial_delay: Duration::from_millis(500),
+            factor: 2.0,
+            max_delay: Duration::from_secs(8),
+            jitter: true,
+            max_server_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A policy that never retries. The client still holds requests while the service asked
+    /// for quiet, up to [`max_server_wait`](Self::max_server_wait).
+    #[must_use]
+    pub fn none() -> Self {
+        Self::default().with_max_retries(0)
+    }
+
+    /// Sets how many times a call is retried after its first attempt.
+    #[must_use]
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Sets the delay before the first retry.
+    #[must_use]
+    pub fn with_initial_delay(mut self, delay: Duration) -> Self {
+        self.initial_delay = delay;
+        self
+    }
+
+    /// Sets the growth factor of the delays; values below 1 (or NaN) are taken as 1, a
+    /// constant delay.
+    #[must_use]
+    pub fn with_factor(mut self, factor: f32) -> Self {
+        self.factor = if factor >= 1.0 { factor } else { 1.0 };
+        self
+    }
+
+    /// Sets the longest delay between two attempts.
+    #[must_use]
+    pub fn with_max_delay(mut self, delay: Duration) -> Self {
+        self.max_delay = delay;
+        self
+    }
+
+    /// Turns the random jitter on or off.
+    #[must_use]
+    pub fn with_jitter(mut self, jitter: bool) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Sets the longest wait the client sits through when the service asks for quiet
+    /// (`Retry-After`, or a spent quota).
+    #[must_use]
+    pub fn with_max_server_wait(mut self, wait: Duration) -> Self {
+        self.max_server_wait = wait;
+        self
+    }
+
+    /// How many times a call is retried after its first attempt.
+    #[must_use]
+    pub fn max_retries(&self) -> u32 {
+        self.max_retries
+    }
+
+    /// The delay before the first retry.
+    #[must_use]
+    pub fn initial_delay(&self) -> Duration {
+        self.initial_delay
+    }
+
+    /// The growth factor of the delays.
+    #[must_use]
+    pub fn factor(&self) -> f32 {
+        self.factor
+    }
+
+    /// The longest delay between two attempts.
+    #[must_use]
+    pub fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// Whether delays are jittered.
+    #[must_use]
+    pub fn jitter(&self) -> bool {
+        self.jitter
+    }
+
+    /// The longest wait the client sits through when the service asks for quiet.
+    #[must_use]
+    pub fn max_server_wait(&self) -> Duration {
+        self.max_server_wait
+    }
+
+    /// The delays of one call's retries, in order; it ends after `max_retries` delays.
+    pub(crate) fn schedule(&self) -> Schedule {
+        let mut builder = ExponentialBuilder::new()
+            .with_min_delay(self.initial_delay)
+            .with_factor(self.factor)
+            .with_max_delay(self.max_delay)
+            .with_max_times(usize::try_from(self.max_retries).unwrap_or(usize::MAX));
+        if self.jitter {
+            builder = builder.with_jitter();
+        }
+        Schedule {
+            delays: builder.build(),
+            max_delay: self.max_delay,
+        }
+    }
+}
+
+/// The retry delays of one call.
+pub(crate) struct Schedule {
+    delays: ExponentialBackoff,
+    max_delay: Duration,
+}
+
+impl Iterator for Schedule {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        // backon caps before adding jitter; the policy promises no delay above `max_delay`.
+        self.delays.next().map(|delay| delay.min(self.max_delay))
+    }
+}
+
+/// What to do after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// The outcome is final: a success, or an error not worth retrying.
+    Finish,
+    /// Retry, after at least the wait the service asked for, if it did.
+    Retry { server_wait: Option<Duration> },
+}
+
+/// Classifies a response status: 429 is always safe to retry (the request was not processed);
+/// 5xx only for methods that may be repeated.
+pub(crate) fn classify_status(
+    method: &Method,
+    status: StatusCode,
+    server_wait: Option<Duration>,
+) -> Action {
+    let repeatable = is_repeatable(method);
+    match status.as_u16() {
+        429 => Action::Retry { server_wait },
+        500 | 502 | 503 | 504 if repeatable => Action::Retry { server_wait },
+        _ => Action::Finish,
+    }
+}
+
+/// Classifies a failure with no response: for a `POST`, the service may have created the pet
+/// already, so it is never sent again.
+pub(crate) fn classify_failure(method: &Method, error: &Error) -> Action {
+    let transient = matches!(
+        error,
+        Error::Connect { .. }
+            | Error::Connection { .. }
+            | Error::Timeout {
+                kind: TimeoutKind::Connect | TimeoutKind::Attempt,
+                ..
+            }
+    );
+    if transient && is_repeatable(method) {
+        Action::Retry { server_wait: None }
+    } else {
+        Action::Finish
+    }
+}
+
+fn is_repeatable(method: &Method) -> bool {
+    method.is_idempotent()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn delays_grow_exponentially_up_to_the_cap() {
+        let policy = RetryPolicy::default()
+            .with_jitter(false)
+            .with_max_retries(7);
+        let delays: Vec<_> = policy.schedule().collect();
+        assert_eq!(
+            delays,
+            [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0].map(secs).to_vec()
+        );
+    }
+
+    #[test]
+    fn jittered_delays_stay_between_the_step_and_the_cap() {
+        let policy = RetryPolicy::default().with_max_retries(6);
+        for _ in 0..200 {
+            let steps = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0].map(secs);
+            for (delay, step) in policy.schedule().zip(steps) {
+                assert!(delay >= step, "{delay:?} < {step:?}");
+                assert!(delay <= (step * 2).min(secs(8.0)), "{delay:?} > cap");
+            }
+        }
+    }
+
+    #[test]
+    fn schedule_is_overflow_safe_at_any_attempt_count() {
+        let policy = RetryPolicy::default()
+            .with_max_retries(u32::MAX)
+            .with_factor(f32::MAX)
+            .with_initial_delay(Duration::MAX)
+            .with_max_delay(Duration::MAX);
+        let delays: Vec<_> = policy.schedule().take(1000).collect();
+        assert_eq!(delays.len(), 1000);
+        assert!(delays.iter().all(|d| *d == Duration::MAX));
+    }
+
+    #[test]
+    fn none_never_retries() {
+        assert_eq!(RetryPolicy::none().schedule().next(), None);
+    }
+
+    #[test]
+    fn factor_below_one_is_constant() {
+        let policy = RetryPolicy::default().with_jitter(false).with_factor(0.1);
+        assert_eq!(policy.factor(), 1.0);
+        assert!(policy.schedule().all(|d| d == secs(0.5)));
+        assert_eq!(RetryPolicy::default().with_factor(f32::NAN).factor(), 1.0);
+    }
+
+    #[test]
+    fn statuses_are_classified_by_method() {
+        let wait = Some(Duration::from_secs(3));
+        for status in [500, 502, 503, 504] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                classify_status(&Method::GET, status, wait),
+                Action::Retry { server_wait: wait }
+            );
+            assert_eq!(classify_status(&Method::POST, status, wait), Action::Finish);
+        }
+        for method in [Method::GET, Method::POST] {
+            assert_eq!(
+                classify_status(&method, StatusCode::TOO_MANY_REQUESTS, wait),
+                Action::Retry { server_wait: wait }
+            );
+            for status in [200, 201, 400, 401, 404, 409, 501] {
+                let status = StatusCode::from_u16(status).unwrap();
+                assert_eq!(classify_status(&method, status, None), Action::Finish);
+            }
+        }
+    }
+
+    #[test]
+    fn failures_are_retried_for_get_only() {
+        let failures = [
+            Error::Connect {
+                attempts: 1,
+                source: "refused".into(),
+            },
+            Error::Connection {
+                attempts: 1,
+                source: "reset".into(),
+            },
+            Error::Timeout {
+                kind: TimeoutKind::Attempt,
+                after: Some(Duration::from_secs(1)),
+                attempts: 1,
+            },
+        ];
+        for failure in &failures {
+            assert_eq!(
+                classify_failure(&Method::GET, failure),
+                Action::Retry { server_wait: None }
+            );
+            assert_eq!(classify_failure(&Method::POST, failure), Action::Finish);
+        }
+        let call_timeout = Error::Timeout {
+            kind: TimeoutKind::Call,
+            after: Some(Duration::from_secs(1)),
+            attempts: 1,
+        };
+        assert_eq!(
+            classify_failure(&Method::GET, &call_timeout),
+            Action::Finish
+        );
+    }
+}
