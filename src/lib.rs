@@ -1,4 +1,102 @@
-//! Typed async client for the Pet Store API.
+//! Typed async client for the Pet Store API: list, add and fetch the animals in a store's
+//! catalogue, with the rate limits handled for you.
+//!
+//! - [`PetStoreClient`]: one cheap-to-clone client (`Clone + Send + Sync`, an `Arc` inside)
+//!   with a builder for the base URL, API key, timeouts and retry policy.
+//! - Typed models: [`Pet`], [`NewPet`], [`PetStatus`] (forward compatible), [`PetId`],
+//!   [`CategoryId`].
+//! - One owned request builder per operation, ending in `.send()` (the value) or
+//!   `.send_with_meta()` (the value with status, headers, [`Quota`] and [`Deprecation`]).
+//! - Errors as one [`Error`] enum with predicates, keeping the service's `code`, `message`,
+//!   quota and `Retry-After`.
+//! - Rate-limit discipline: `Retry-After` honoured, exponential backoff with jitter
+//!   ([`RetryPolicy`]), a client-wide cooldown after a 429, and quota pacing that holds requests
+//!   instead of sending them into a certain 429. A key that keeps calling after a 429 can be
+//!   banned by the service; through this crate, it does not happen.
+//!
+//! # Getting started
+//!
+//! ```no_run
+//! use petstore::{NewPet, PetStatus, PetStoreClient};
+//!
+//! #[tokio::main]
+//! async fn main() -> petstore::Result<()> {
+//!     // Or PetStoreClient::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY.
+//!     let client = PetStoreClient::builder()
+//!         .base_url("https://petstore.example.com/v1")
+//!         .api_key("my-api-key")
+//!         .build()?;
+//!
+//!     let rex = client
+//!         .create_pet(NewPet::new("Rex", 1).status(PetStatus::Available))
+//!         .send()
+//!         .await?;
+//!     println!("created pet {}", rex.id);
+//!
+//!     for pet in client.list_pets().status(PetStatus::Available).limit(50).send().await? {
+//!         println!("{} {}", pet.id, pet.name);
+//!     }
+//!
+//!     if let Some(quota) = client.quota() {
+//!         println!("{} of {} requests left until {}", quota.remaining, quota.limit, quota.reset);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Errors
+//!
+//! Every call returns [`Result<T>`](Result). An [`Error::Api`] keeps what the service said;
+//! transport failures, timeouts (and which one fired), decode errors (with the JSON path) and
+//! invalid arguments (caught before anything is sent) are variants of their own:
+//!
+//! ```no_run
+//! # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+//! match client.list_pets().limit(500).send().await {
+//!     Err(petstore::Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
+//!     other => println!("{other:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Rate limits and retries
+//!
+//! The service limits requests per plan and answers `429 Too Many Requests` with a
+//! `Retry-After` beyond the limit; calling on regardless may get the key banned. The client:
+//!
+//! 1. retries a 429 after exactly the `Retry-After` wait (any operation: the request was not
+//!    processed), and 5xx, timeouts and dropped connections with exponential backoff (`GET`
+//!    only: a `POST` is never sent twice after an ambiguous failure);
+//! 2. holds every request of every clone while the service asked for quiet;
+//! 3. paces requests by the quota the service reports (`X-RateLimit-*`), holding them when the
+//!    window's budget is spent until it resets;
+//! 4. fails at once with a rate-limited error when the wait would exceed
+//!    [`RetryPolicy::max_server_wait`] (120 s by default), such as a spent daily quota.
+//!
+//! See [`RetryPolicy`] for the defaults and the full table of what is retried.
+//!
+//! # The deprecated `getPet`
+//!
+//! The specification deprecates `GET /pets/{petId}` with removal on 2030-12-05, replaced by
+//! `GET /pets` with a `status` filter. [`PetStoreClient::get_pet`] is `#[deprecated]`
+//! accordingly; when a response carries `Deprecation` or `Sunset` headers, the client logs a
+//! `tracing` warning once per operation and exposes them in [`Response::deprecation`].
+//!
+//! # Logging
+//!
+//! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore` span per
+//! call (operation, method, path) with an `attempt` span per request (status), an `INFO` event
+//! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
+//! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.
+//!
+//! # Features
+//!
+//! | feature | default | what it does |
+//! | --- | --- | --- |
+//! | `rustls` | yes | TLS through rustls; no system TLS library needed |
+//! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
+//! | `sandbox` | no | [`sandbox`]: an embedded, spec-faithful Pet Store server for tests and demos |
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -22,3 +120,24 @@ pub use pets::{CreatePet, GetPet, ListPets};
 pub use quota::Quota;
 pub use response::Response;
 pub use retry::RetryPolicy;
+
+/// Compile-time proof that the client, its builders, their futures and the error can cross
+/// threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>(_: &T) {}
+    assert_send_sync::<PetStoreClient>();
+    assert_send_sync::<PetStoreClientBuilder>();
+    assert_send_sync::<ListPets>();
+    assert_send_sync::<CreatePet>();
+    assert_send_sync::<GetPet>();
+    assert_send_sync::<Error>();
+    assert_send_sync::<Response<Vec<Pet>>>();
+    #[allow(deprecated, dead_code)]
+    fn futures_are_send(client: &PetStoreClient) {
+        assert_send(&client.list_pets().send());
+        assert_send(&client.list_pets().send_with_meta());
+        assert_send(&client.create_pet(NewPet::new("Rex", 1)).send());
+        assert_send(&client.get_pet(1).send());
+    }
+};

@@ -118,10 +118,8 @@ impl Throttle {
             );
             match deadline {
                 Some(deadline) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(deadline) => {}
-                        () = changed => {}
-                    }
+                    // Woken or timed out, either way: look again.
+                    let _ = tokio::time::timeout_at(deadline, changed).await;
                 }
                 None => changed.await,
             }
