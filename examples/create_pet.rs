@@ -18,7 +18,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match client.create_pet(new_pet).send().await {
         Ok(pet) => println!("created pet {} ({})", pet.id, pet.name),
         Err(e) if e.is_bad_request() => eprintln!("the service rejected the pet: {e}"),
-        Err(e) if e.is_rate_limited() => eprintln!("rate limited; retry after {:?}", e.retry_after()),
+        Err(e) if e.is_rate_limited() => {
+            eprintln!("rate limited; retry after {:?}", e.retry_after())
+        }
         Err(e) => return Err(e.into()),
     }
     Ok(())

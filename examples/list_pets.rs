@@ -20,7 +20,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     for pet in response.value() {
         let status = pet.status.as_ref().map_or("-", |s| s.as_str());
-        println!("{:>6}  {:<20} category {:<4} {status}", pet.id, pet.name, pet.category_id);
+        println!(
+            "{:>6}  {:<20} category {:<4} {status}",
+            pet.id, pet.name, pet.category_id
+        );
     }
     if let Some(quota) = response.quota() {
         println!(

@@ -1,0 +1,482 @@
+//! Retries, `Retry-After`, the ceiling and the cooldown gate, against wiremock on loopback under
+//! tokio's paused clock: every delay is exact and nothing really sleeps.
+//!
+//! The clients here have no per-attempt timeout and no idle-pool timer: with a paused clock,
+//! tokio jumps to the next timer whenever it waits for I/O, which would fire such timers early.
+
+use std::time::{Duration, SystemTime};
+
+use petstore::{Error, NewPet, PetStoreClient, RetryPolicy};
+use tokio::time::Instant;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const KEY: &str = "sk_test_retry";
+const PETS: &str = r#"[{"id":1,"name":"Rex","categoryId":3,"status":"available"}]"#;
+const PET: &str = r#"{"id":1,"name":"Rex","categoryId":3}"#;
+
+fn client(server: &MockServer, policy: RetryPolicy) -> PetStoreClient {
+    let http = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .unwrap();
+    PetStoreClient::builder()
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key(KEY)
+        .http_client(http)
+        .attempt_timeout(None)
+        .retry_policy(policy)
+        .build()
+        .unwrap()
+}
+
+fn no_jitter() -> RetryPolicy {
+    RetryPolicy::default().with_jitter(false)
+}
+
+fn status(code: u16) -> ResponseTemplate {
+    ResponseTemplate::new(code).set_body_raw(
+        format!(r#"{{"code":"error","message":"status {code}","status":{code}}}"#),
+        "application/json",
+    )
+}
+
+fn ok(body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body.to_owned(), "application/json")
+}
+
+/// Answers `first` to the first `times` requests on `route`, then `then`.
+async fn sequence(
+    server: &MockServer,
+    verb: &str,
+    times: u64,
+    first: ResponseTemplate,
+    then: ResponseTemplate,
+) {
+    Mock::given(method(verb))
+        .and(path("/v1/pets"))
+        .respond_with(first)
+        .up_to_n_times(times)
+        .with_priority(1)
+        .mount(server)
+        .await;
+    Mock::given(method(verb))
+        .and(path("/v1/pets"))
+        .respond_with(then)
+        .with_priority(2)
+        .mount(server)
+        .await;
+}
+
+async fn requests(server: &MockServer) -> usize {
+    server.received_requests().await.map_or(0, |r| r.len())
+}
+
+#[tokio::test(start_paused = true)]
+async fn delays_follow_the_exponential_schedule_and_stop_after_max_retries() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(503))
+        .expect(4)
+        .mount(&server)
+        .await;
+    let start = Instant::now();
+
+    let error = client(&server, no_jitter())
+        .list_pets()
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(start.elapsed(), Duration::from_millis(500 + 1000 + 2000));
+    assert_eq!(error.status(), Some(503));
+    assert_eq!(error.attempts(), 4);
+    assert_eq!(
+        error.to_string(),
+        "the Pet Store API answered 503 Service Unavailable: status 503 (code `error`) (after 4 attempts)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn jittered_delays_stay_within_their_bounds() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(502))
+        .expect(3)
+        .mount(&server)
+        .await;
+    let start = Instant::now();
+
+    let policy = RetryPolicy::default().with_max_retries(2);
+    let error = client(&server, policy)
+        .list_pets()
+        .send()
+        .await
+        .unwrap_err();
+
+    // 0.5 s and 1 s, each grown by up to itself.
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(3000), "{elapsed:?}");
+    assert_eq!(error.attempts(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_seconds_is_waited_exactly_not_the_backoff() {
+    let server = MockServer::start().await;
+    sequence(
+        &server,
+        "GET",
+        1,
+        status(429).insert_header("Retry-After", "7"),
+        ok(PETS),
+    )
+    .await;
+    let start = Instant::now();
+
+    let response = client(&server, no_jitter())
+        .list_pets()
+        .send_with_meta()
+        .await
+        .unwrap();
+
+    assert_eq!(start.elapsed(), Duration::from_secs(7));
+    assert_eq!(response.attempts(), 2);
+    assert_eq!(requests(&server).await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_http_date_is_never_undercut() {
+    let server = MockServer::start().await;
+    let date = SystemTime::now() + Duration::from_secs(30);
+    let header = httpdate::fmt_http_date(date);
+    // The header has whole seconds: the wait ends at that second, never before it.
+    let truncated = httpdate::parse_http_date(&header).unwrap();
+    sequence(
+        &server,
+        "GET",
+        1,
+        status(429).insert_header("Retry-After", header.as_str()),
+        ok(PETS),
+    )
+    .await;
+    let start = Instant::now();
+    let wall_start = SystemTime::now();
+
+    client(&server, no_jitter())
+        .list_pets()
+        .send()
+        .await
+        .unwrap();
+
+    // The client's wall clock is anchored when it is built, a few real milliseconds after
+    // `wall_start`, while the paused clock stood still: allow for that, and no more.
+    let needed = truncated.duration_since(wall_start).unwrap_or_default();
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed + Duration::from_millis(500) >= needed,
+        "{elapsed:?} < {needed:?}"
+    );
+    assert!(elapsed <= Duration::from_secs(30), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_beyond_the_ceiling_fails_at_once_and_holds_later_calls() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(429).insert_header("Retry-After", "3600"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let client = client(&server, RetryPolicy::default());
+    let start = Instant::now();
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(error.is_rate_limited());
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(3600)));
+    assert_eq!(error.attempts(), 1);
+
+    // The service asked for an hour of quiet: another call is held back without a request.
+    let held = client.clone().list_pets().send().await.unwrap_err();
+    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
+    assert!(held.is_rate_limited());
+    assert!(held.retry_after().unwrap() > Duration::from_secs(3590));
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_is_retried_after_429() {
+    let server = MockServer::start().await;
+    sequence(
+        &server,
+        "POST",
+        1,
+        status(429).insert_header("Retry-After", "2"),
+        ResponseTemplate::new(201).set_body_raw(PET, "application/json"),
+    )
+    .await;
+
+    let pet = client(&server, no_jitter())
+        .create_pet(NewPet::new("Rex", 3))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(pet.name, "Rex");
+    assert_eq!(requests(&server).await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_is_not_retried_after_5xx() {
+    for code in [500, 502, 503, 504] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(status(code).insert_header("Retry-After", "1"))
+            .expect(1)
+            .mount(&server)
+            .await;
+
+        let error = client(&server, no_jitter())
+            .create_pet(NewPet::new("Rex", 3))
+            .send()
+            .await
+            .unwrap_err();
+
+        assert_eq!(error.status(), Some(code));
+        assert_eq!(error.attempts(), 1);
+    }
+}
+
+/// Real time, not paused: under a paused clock the timeout would fire before wiremock's thread
+/// even saw the request. Nothing is asserted about durations.
+#[tokio::test]
+async fn post_is_not_retried_after_an_attempt_timeout() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(201)
+                .set_body_raw(PET, "application/json")
+                .set_delay(Duration::from_secs(60)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let client = PetStoreClient::builder()
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key(KEY)
+        .attempt_timeout(Duration::from_millis(200))
+        .retry_policy(no_jitter())
+        .build()
+        .unwrap();
+
+    let error = client
+        .create_pet(NewPet::new("Rex", 3))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(error.timeout_kind(), Some(petstore::TimeoutKind::Attempt));
+    assert_eq!(error.attempts(), 1);
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_is_retried_after_5xx_until_it_succeeds() {
+    for code in [500, 502, 503, 504] {
+        let server = MockServer::start().await;
+        sequence(&server, "GET", 2, status(code), ok(PETS)).await;
+        let start = Instant::now();
+
+        let response = client(&server, no_jitter())
+            .list_pets()
+            .send_with_meta()
+            .await
+            .unwrap();
+
+        assert_eq!(response.value().len(), 1);
+        assert_eq!(response.attempts(), 3);
+        assert_eq!(start.elapsed(), Duration::from_millis(1500));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_errors_are_never_retried() {
+    for code in [400, 401, 404, 409, 422] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(status(code))
+            .expect(1)
+            .mount(&server)
+            .await;
+
+        let error = client(&server, no_jitter())
+            .list_pets()
+            .send()
+            .await
+            .unwrap_err();
+
+        assert_eq!(error.status(), Some(code));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_policy_overrides_the_client_policy() {
+    let server = MockServer::start().await;
+    sequence(&server, "GET", 2, status(503), ok(PETS)).await;
+    let client = client(&server, RetryPolicy::none());
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(error.status(), Some(503));
+
+    let pets = client
+        .list_pets()
+        .retry_policy(no_jitter())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pets.len(), 1);
+    assert_eq!(requests(&server).await, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_429_every_clone_waits_out_the_cooldown() {
+    let server = MockServer::start().await;
+    sequence(
+        &server,
+        "GET",
+        1,
+        status(429).insert_header("Retry-After", "30"),
+        ok(PETS),
+    )
+    .await;
+    let client = client(&server, RetryPolicy::none());
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(error.is_rate_limited());
+    let start = Instant::now();
+
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().send().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(29_999)).await;
+    assert_eq!(
+        requests(&server).await,
+        1,
+        "a request went out during the cooldown"
+    );
+
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert_eq!(requests(&server).await, 9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_also_closes_the_gate() {
+    let server = MockServer::start().await;
+    sequence(
+        &server,
+        "POST",
+        1,
+        status(503).insert_header("Retry-After", "10"),
+        ResponseTemplate::new(201).set_body_raw(PET, "application/json"),
+    )
+    .await;
+    let client = client(&server, RetryPolicy::none());
+
+    client
+        .create_pet(NewPet::new("Rex", 3))
+        .send()
+        .await
+        .unwrap_err();
+    let start = Instant::now();
+    client
+        .create_pet(NewPet::new("Rex", 3))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+}
+
+/// A `tracing` writer that keeps everything in memory.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_is_logged_with_its_reason_delay_and_source() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(429).insert_header("Retry-After", "4"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    sequence(&server, "GET", 1, status(503), ok(PETS)).await;
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    client(&server, no_jitter())
+        .list_pets()
+        .send()
+        .await
+        .unwrap();
+
+    let text = logs.text();
+    let retries: Vec<&str> = text.lines().filter(|l| l.contains("retrying")).collect();
+    assert_eq!(retries.len(), 2, "{text}");
+    assert!(
+        retries[0].contains("operation=\"listPets\""),
+        "{}",
+        retries[0]
+    );
+    assert!(retries[0].contains("attempt=1"), "{}", retries[0]);
+    assert!(retries[0].contains("delay=4s"), "{}", retries[0]);
+    assert!(
+        retries[0].contains("delay_source=\"Retry-After\""),
+        "{}",
+        retries[0]
+    );
+    assert!(
+        retries[0].contains("429 Too Many Requests"),
+        "{}",
+        retries[0]
+    );
+    assert!(retries[1].contains("attempt=2"), "{}", retries[1]);
+    assert!(retries[1].contains("delay=1s"), "{}", retries[1]);
+    assert!(
+        retries[1].contains("delay_source=\"backoff\""),
+        "{}",
+        retries[1]
+    );
+    assert!(!text.contains(KEY), "the API key leaked into the logs");
+}
