@@ -45,6 +45,10 @@ fn ok(body: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(body.to_owned(), "application/json")
 }
 
+fn created() -> ResponseTemplate {
+    ResponseTemplate::new(201).set_body_raw(PET, "application/json")
+}
+
 /// Answers `first` to the first `times` requests on `route`, then `then`.
 async fn sequence(
     server: &MockServer,
@@ -214,7 +218,7 @@ async fn post_is_retried_after_429() {
         "POST",
         1,
         status(429).insert_header("Retry-After", "2"),
-        ResponseTemplate::new(201).set_body_raw(PET, "application/json"),
+        created(),
     )
     .await;
 
@@ -255,11 +259,7 @@ async fn post_is_not_retried_after_5xx() {
 async fn post_is_not_retried_after_an_attempt_timeout() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(201)
-                .set_body_raw(PET, "application/json")
-                .set_delay(Duration::from_secs(60)),
-        )
+        .respond_with(created().set_delay(Duration::from_secs(60)))
         .expect(1)
         .mount(&server)
         .await;
@@ -385,7 +385,7 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
         "POST",
         1,
         status(503).insert_header("Retry-After", "10"),
-        ResponseTemplate::new(201).set_body_raw(PET, "application/json"),
+        created(),
     )
     .await;
     let client = client(&server, RetryPolicy::none());
