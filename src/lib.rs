@@ -121,6 +121,20 @@ pub use quota::Quota;
 pub use response::Response;
 pub use retry::RetryPolicy;
 
+/// Not public API: the crate's decode path, exposed for `benches/decode.rs` only. It may
+/// change or go away in any release.
+#[doc(hidden)]
+pub mod __bench {
+    /// Decodes a `listPets` body exactly as a call does.
+    pub fn decode_pets(body: &[u8]) -> crate::Result<Vec<crate::Pet>> {
+        crate::http::decode(
+            crate::http::Operation::ListPets,
+            ::http::StatusCode::OK,
+            body,
+        )
+    }
+}
+
 /// Compile-time proof that the client, its builders, their futures and the error can cross
 /// threads.
 const _: () = {

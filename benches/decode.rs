@@ -1,0 +1,27 @@
+//! The crate's decode path for a list of pets against `serde_json::from_slice::<Vec<Pet>>`.
+//!
+//! Target: ratio <= 1.05 (`benches/ratios.py` prints it).
+
+mod support;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use petstore::Pet;
+
+fn decode(c: &mut Criterion) {
+    for n in [100usize, 1000] {
+        let body = support::pets_json(n).into_bytes();
+        let mut group = c.benchmark_group(format!("decode_{n}"));
+        group.bench_function("crate", |b| {
+            b.iter(|| petstore::__bench::decode_pets(black_box(&body)).unwrap());
+        });
+        group.bench_function("raw", |b| {
+            b.iter(|| serde_json::from_slice::<Vec<Pet>>(black_box(&body)).unwrap());
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);
