@@ -7,12 +7,26 @@
 
 mod support;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use petstore::NewPet;
 use support::{Raw, crate_client, http_client, start_server};
 use tokio::task::JoinSet;
+
+/// Runs `n` calls made by `call` concurrently, as separate tasks.
+async fn fan_out<T, F>(n: usize, call: impl Fn() -> F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let mut set = JoinSet::new();
+    for _ in 0..n {
+        set.spawn(call());
+    }
+    set.join_all().await
+}
 
 fn overhead(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -26,65 +40,41 @@ fn overhead(c: &mut Criterion) {
     let raw = Arc::new(Raw::new(addr, http));
     let new_pet = NewPet::new("Rex", 3);
 
-    for concurrency in [1usize, 32] {
-        let mut group = c.benchmark_group(format!("list_pets_c{concurrency}"));
+    for n in [1usize, 32] {
+        let mut group = c.benchmark_group(format!("list_pets_c{n}"));
         group.bench_function("crate", |b| {
             b.to_async(&rt).iter(|| {
-                let client = client.clone();
-                async move {
-                    let mut set = JoinSet::new();
-                    for _ in 0..concurrency {
-                        let client = client.clone();
-                        set.spawn(async move {
-                            client.list_pets().limit(100).send().await.unwrap().len()
-                        });
-                    }
-                    set.join_all().await
-                }
+                fan_out(n, || {
+                    let client = client.clone();
+                    async move { client.list_pets().limit(100).send().await.unwrap().len() }
+                })
             });
         });
         group.bench_function("raw", |b| {
             b.to_async(&rt).iter(|| {
-                let raw = raw.clone();
-                async move {
-                    let mut set = JoinSet::new();
-                    for _ in 0..concurrency {
-                        let raw = raw.clone();
-                        set.spawn(async move { raw.list_pets().await.len() });
-                    }
-                    set.join_all().await
-                }
+                fan_out(n, || {
+                    let raw = raw.clone();
+                    async move { raw.list_pets().await.len() }
+                })
             });
         });
         group.finish();
 
-        let mut group = c.benchmark_group(format!("create_pet_c{concurrency}"));
+        let mut group = c.benchmark_group(format!("create_pet_c{n}"));
         group.bench_function("crate", |b| {
             b.to_async(&rt).iter(|| {
-                let (client, new_pet) = (client.clone(), new_pet.clone());
-                async move {
-                    let mut set = JoinSet::new();
-                    for _ in 0..concurrency {
-                        let (client, new_pet) = (client.clone(), new_pet.clone());
-                        set.spawn(
-                            async move { client.create_pet(new_pet).send().await.unwrap().id },
-                        );
-                    }
-                    set.join_all().await
-                }
+                fan_out(n, || {
+                    let (client, new_pet) = (client.clone(), new_pet.clone());
+                    async move { client.create_pet(new_pet).send().await.unwrap().id }
+                })
             });
         });
         group.bench_function("raw", |b| {
             b.to_async(&rt).iter(|| {
-                let (raw, new_pet) = (raw.clone(), new_pet.clone());
-                async move {
-                    let mut set = JoinSet::new();
-                    for _ in 0..concurrency {
-                        let (raw, new_pet) = (raw.clone(), new_pet.clone());
-                        set.spawn(async move { raw.create_pet(&new_pet).await.id });
-                    }
-                    set.join_all().await
-                }
+                fan_out(n, || {
+                    let (raw, new_pet) = (raw.clone(), new_pet.clone());
+                    async move { raw.create_pet(&new_pet).await.id }
+                })
             });
         });
         group.finish();
