@@ -28,13 +28,16 @@ impl Clock {
         DateTime::from(self.wall + self.instant.elapsed())
     }
 
-    /// The tokio instant at which the wall clock reads `at` (now, if `at` is in the past).
-    pub(crate) fn instant_at(&self, at: DateTime<Utc>) -> Instant {
-        Instant::now() + self.until(at)
-    }
-
     /// How long until the wall clock reads `at`; zero if that is in the past.
     pub(crate) fn until(&self, at: DateTime<Utc>) -> Duration {
         (at - self.now_utc()).to_std().unwrap_or(Duration::ZERO)
     }
+}
+
+/// The instant `wait` from now; a wait too long to represent (a `Retry-After` of 10^20 seconds)
+/// saturates to a far future instead of overflowing.
+pub(crate) fn after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }

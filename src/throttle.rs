@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
 use crate::error::Error;
 use crate::quota::Quota;
 
@@ -141,7 +141,7 @@ impl Throttle {
         let window = state.window.as_mut()?;
         let mut reopens = window
             .reset
-            .map(|reset| self.clock.instant_at(reset) + RESET_MARGIN);
+            .map(|reset| clock::after(self.clock.until(reset).saturating_add(RESET_MARGIN)));
         if reopens.is_some_and(|at| at <= now) {
             // A new window: assume the full limit until its first response says otherwise.
             window.remaining = window.limit;
@@ -156,7 +156,7 @@ impl Throttle {
 
     /// Holds every request of every clone until `wait` has passed.
     pub(crate) fn cool_down(&self, wait: Duration) {
-        let until = Instant::now() + wait;
+        let until = clock::after(wait);
         let mut state = self.lock();
         if state.cooldown_until.is_none_or(|current| current < until) {
             state.cooldown_until = Some(until);
