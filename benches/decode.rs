@@ -19,6 +19,13 @@ fn decode(c: &mut Criterion) {
         group.bench_function("raw", |b| {
             b.iter(|| serde_json::from_slice::<Vec<Pet>>(black_box(&body)).unwrap());
         });
+        // STYLE rule 16: validating UTF-8 first can beat `from_slice`; this decides.
+        group.bench_function("from_str", |b| {
+            b.iter(|| {
+                let text = std::str::from_utf8(black_box(&body)).unwrap();
+                serde_json::from_str::<Vec<Pet>>(text).unwrap()
+            });
+        });
         group.finish();
     }
 }
