@@ -1,0 +1,174 @@
+//! Cancelling calls (dropping their futures) at every stage leaves the cooldown gate and the
+//! quota pacer consistent, and clones can come and go mid-flight.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use petstore::{PetStoreClient, RetryPolicy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::time::{Instant, timeout};
+
+const KEY: &str = "sk_test_concurrency";
+
+/// A server on the test's runtime whose n-th request (from 1) gets `answer(n)`, where `None`
+/// means: never answer.
+async fn server(answer: fn(usize) -> Option<String>) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        if socket.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                    }
+                    buf.clear();
+                    let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                    match answer(n) {
+                        Some(reply) => {
+                            if socket.write_all(reply.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn reply(status: &str, extra_headers: &str) -> String {
+    let body = r#"[{"id":1,"name":"Rex","categoryId":3}]"#;
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra_headers}\r\n{body}",
+        body.len()
+    )
+}
+
+fn quota(remaining: u64, reset_in: u64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    format!(
+        "x-ratelimit-limit: 2\r\nx-ratelimit-remaining: {remaining}\r\nx-ratelimit-reset: {}\r\n",
+        now + reset_in
+    )
+}
+
+fn client(addr: SocketAddr) -> PetStoreClient {
+    PetStoreClient::builder()
+        .base_url(format!("http://{addr}/v1"))
+        .api_key(KEY)
+        .attempt_timeout(None)
+        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_a_call_in_flight_gives_its_budget_back_to_the_pacer() {
+    // 1: one request left this window; 2: never answered; 3: fine.
+    let (addr, seen) = server(|n| match n {
+        1 => Some(reply("200 OK", &quota(1, 60))),
+        2 => None,
+        _ => Some(reply("200 OK", &quota(0, 60))),
+    })
+    .await;
+    let client = client(addr);
+    client.list_pets().send().await.unwrap();
+
+    let in_flight = tokio::spawn({
+        let client = client.clone();
+        async move { timeout(Duration::from_secs(1), client.list_pets().send()).await }
+    });
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    // The budget is spent by the call in flight: this one waits until that call is cancelled
+    // after 1 s, not until the window resets a minute later.
+    client.list_pets().send().await.unwrap();
+
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the call was not cancelled"
+    );
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_calls_held_by_the_gate_or_in_backoff_leaves_the_client_usable() {
+    // 1: a 429 asking for 30 s of quiet; 2: a 503 (retried after 0.5 s); then fine.
+    let (addr, seen) = server(|n| match n {
+        1 => Some(reply("429 Too Many Requests", "retry-after: 30\r\n")),
+        2 => Some(reply("503 Service Unavailable", "")),
+        _ => Some(reply("200 OK", "")),
+    })
+    .await;
+    let client = client(addr);
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move { timeout(Duration::from_secs(5), client.list_pets().send()).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Held by the gate, then dropped with the clone that made it.
+    let held = timeout(Duration::from_secs(2), client.clone().list_pets().send()).await;
+    assert!(held.is_err());
+    assert!(
+        first.await.unwrap().is_err(),
+        "the retrying call was not cancelled"
+    );
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "a request went out during the cooldown"
+    );
+
+    // After the cooldown: request 2 gets a 503, and its retry is cancelled mid-backoff.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let retrying = timeout(Duration::from_millis(100), client.list_pets().send()).await;
+    assert!(retrying.is_err());
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+
+    let start = Instant::now();
+    client.list_pets().send().await.unwrap();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn clones_dropped_mid_flight_do_not_disturb_the_others() {
+    let (addr, seen) = server(|_| Some(reply("200 OK", &quota(1_000, 60)))).await;
+    let client = client(addr);
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let clone = client.clone();
+        tasks.push(tokio::spawn(async move {
+            if i % 2 == 0 {
+                // Dropped before it completes, together with its clone.
+                let _ = timeout(Duration::ZERO, clone.list_pets().send()).await;
+                None
+            } else {
+                Some(clone.list_pets().send().await.unwrap().len())
+            }
+        }));
+    }
+    drop(client);
+    let mut completed = 0;
+    for task in tasks {
+        completed += task.await.unwrap().map_or(0, |n| n);
+    }
+    assert_eq!(completed, 50);
+    assert!(seen.load(Ordering::SeqCst) >= 50);
+}
