@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{TimeZone, Utc};
 use common::{
     API_KEY, BEARER, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request, assert_api_error,
-    builder, client, fixtures, json, mount_list, only_request, start, with_quota,
+    builder, client, expect_once, fixtures, json, mount_list, only_request, start, with_quota,
 };
 use petstore::{Error, NewPet, Pet, PetStatus, Quota};
 use wiremock::ResponseTemplate;
@@ -143,11 +143,7 @@ async fn create_pet_maps_400_and_401_to_api_errors() {
     ];
     for (status, body, code, message) in cases {
         let server = start().await;
-        api_request("POST", PETS)
-            .respond_with(json(status, body))
-            .expect(1)
-            .mount(&server)
-            .await;
+        expect_once(&server, "POST", PETS, json(status, body)).await;
 
         let new_pet = NewPet::new("", 3);
         let error = client(&server)
@@ -187,11 +183,7 @@ async fn get_pet_maps_401_and_404_to_api_errors() {
     ];
     for (status, body, code, message) in cases {
         let server = start().await;
-        api_request("GET", PET_42)
-            .respond_with(json(status, body))
-            .expect(1)
-            .mount(&server)
-            .await;
+        expect_once(&server, "GET", PET_42, json(status, body)).await;
 
         let error = client(&server).get_pet(42).send().await.unwrap_err();
 

@@ -52,8 +52,13 @@ pub fn base_url(server: &MockServer) -> String {
 
 /// A builder for a client of `server` that never retries.
 pub fn builder(server: &MockServer) -> PetStoreClientBuilder {
+    builder_at(base_url(server))
+}
+
+/// A builder for a client of `base_url` that never retries.
+pub fn builder_at(base_url: impl AsRef<str>) -> PetStoreClientBuilder {
     PetStoreClient::builder()
-        .base_url(base_url(server))
+        .base_url(base_url)
         .api_key(API_KEY)
         .retry_policy(RetryPolicy::none())
 }
@@ -98,6 +103,20 @@ pub fn with_quota(
         .insert_header("X-RateLimit-Limit", limit.to_string().as_str())
         .insert_header("X-RateLimit-Remaining", remaining.to_string().as_str())
         .insert_header("X-RateLimit-Reset", reset.to_string().as_str())
+}
+
+/// Mounts an [`api_request`] answering `template`, expected exactly once.
+pub async fn expect_once(
+    server: &MockServer,
+    http_method: &str,
+    exact_path: &str,
+    template: ResponseTemplate,
+) {
+    api_request(http_method, exact_path)
+        .respond_with(template)
+        .expect(1)
+        .mount(server)
+        .await;
 }
 
 /// Mounts `GET /v1/pets` (no query) answering `template`, expected `times` times.
@@ -145,4 +164,27 @@ pub fn assert_api_error(error: &Error, status: u16, code: &str, message: &str) {
     assert_eq!(api.message(), Some(message));
     assert_eq!(api.body_snippet(), None);
     assert_eq!(api.attempts(), 1);
+}
+
+/// A server for what wiremock cannot send (a chunked body, a body cut short): it answers one
+/// connection's request with `response`, byte for byte, and closes. Its `/v1` base URL.
+pub async fn raw_server(response: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0; 1024];
+        while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => head.extend_from_slice(&buffer[..read]),
+            }
+        }
+        let _ = stream.write_all(response).await;
+        let _ = stream.shutdown().await;
+    });
+    format!("http://127.0.0.1:{port}/v1")
 }
