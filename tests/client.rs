@@ -50,6 +50,7 @@ fn a_missing_empty_or_unsendable_key_is_a_configuration_error() {
         "sk_test_SECRET\u{0}_4242",
         "sk_test_SECRET\u{7f}_4242",
         "sk_test_SECRET\u{1b}_4242",
+        "sk_test_SECRET\t4242",
     ] {
         assert_config_error(
             with_key(unsendable),
