@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{
     API_KEY, BEARER, PETS, QueryIs, api_request, base_url, builder, builder_at, client, json,
-    mount_list, refused_base_url, start,
+    mount_list, mount_list_queries, refused_base_url, start,
 };
 use petstore::{
     API_KEY_ENV, BASE_URL_ENV, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy,
@@ -227,14 +227,7 @@ async fn debug_and_display_never_show_the_key() {
         ("limit=3", json(200, common::fixtures::PETS)),
         ("limit=4", json(200, "[]").set_delay(Duration::from_secs(2))),
     ];
-    for (query, template) in cases {
-        api_request("GET", PETS)
-            .and(QueryIs(Some(query)))
-            .respond_with(template)
-            .expect(1)
-            .mount(&server)
-            .await;
-    }
+    mount_list_queries(&server, cases).await;
     let client = builder(&server)
         .max_response_body(32)
         .attempt_timeout(Duration::from_millis(100))

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use chrono::{TimeZone, Utc};
 use common::{
     API_KEY, BEARER, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request, assert_api_error,
-    builder, client, expect_once, fixtures, json, mount_list, only_request, start, with_quota,
+    builder, client, expect_once, fixtures, json, mount_list, mount_list_queries, only_request,
+    start, with_quota,
 };
 use petstore::{Error, NewPet, Pet, PetStatus, Quota};
 use wiremock::ResponseTemplate;
@@ -40,20 +41,13 @@ async fn list_pets_gets_the_bare_array_without_a_query() {
 #[tokio::test]
 async fn list_pets_sends_limit_and_status_exactly_as_set() {
     let server = start().await;
-    for query in [
+    let queries = [
         "limit=10&status=sold",
         "status=pending",
         "limit=1",
         "limit=100",
-    ] {
-        api_request("GET", PETS)
-            .and(QueryIs(Some(query)))
-            .respond_with(json(200, "[]"))
-            .expect(1)
-            .named(query)
-            .mount(&server)
-            .await;
-    }
+    ];
+    mount_list_queries(&server, queries.map(|query| (query, json(200, "[]")))).await;
     let client = client(&server);
 
     let both = client.list_pets().status(PetStatus::Sold).limit(10);

@@ -5,7 +5,7 @@ mod common;
 
 use chrono::{DateTime, Utc};
 use common::{
-    PETS, QueryIs, api_error, api_request, client, fixtures, json, mount_list, start, with_quota,
+    api_error, client, fixtures, json, mount_list, mount_list_queries, start, with_quota,
 };
 use petstore::Quota;
 use wiremock::ResponseTemplate;
@@ -54,18 +54,15 @@ async fn quota_is_read_from_an_error_response() {
 #[tokio::test]
 async fn client_quota_is_the_latest_any_clone_saw() {
     let server = start().await;
-    for (query, template) in [
-        ("limit=1", with_quota(json(200, "[]"), 60, 59, RESET)),
-        ("limit=2", with_quota(json(200, "[]"), 60, 58, RESET)),
-        ("limit=3", json(200, "[]")),
-    ] {
-        api_request("GET", PETS)
-            .and(QueryIs(Some(query)))
-            .respond_with(template)
-            .expect(1)
-            .mount(&server)
-            .await;
-    }
+    mount_list_queries(
+        &server,
+        [
+            ("limit=1", with_quota(json(200, "[]"), 60, 59, RESET)),
+            ("limit=2", with_quota(json(200, "[]"), 60, 58, RESET)),
+            ("limit=3", json(200, "[]")),
+        ],
+    )
+    .await;
     let first = client(&server);
     let second = first.clone();
 

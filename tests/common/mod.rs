@@ -129,6 +129,23 @@ pub async fn mount_list(server: &MockServer, template: ResponseTemplate, times: 
         .await;
 }
 
+/// Mounts `GET /v1/pets?<query>` answering its template, each expected exactly once, so that
+/// one client can meet several responses in a known order.
+pub async fn mount_list_queries(
+    server: &MockServer,
+    cases: impl IntoIterator<Item = (&'static str, ResponseTemplate)>,
+) {
+    for (query, template) in cases {
+        api_request("GET", PETS)
+            .and(QueryIs(Some(query)))
+            .respond_with(template)
+            .expect(1)
+            .named(query)
+            .mount(server)
+            .await;
+    }
+}
+
 /// The one request the server received.
 pub async fn only_request(server: &MockServer) -> Request {
     let mut requests = server
