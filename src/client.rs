@@ -384,9 +384,13 @@ fn authorization(key: Option<&str>) -> Result<HeaderValue> {
     if key.trim().is_empty() {
         return Err(Error::config("the API key is empty"));
     }
-    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-        Error::config("the API key contains characters that cannot be sent in an HTTP header")
-    })?;
+    let unsendable =
+        || Error::config("the API key contains characters that cannot be sent in an HTTP header");
+    // `HeaderValue` accepts a tab, which would cut the bearer token short on the server.
+    if key.chars().any(char::is_control) {
+        return Err(unsendable());
+    }
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| unsendable())?;
     value.set_sensitive(true);
     Ok(value)
 }

@@ -1,0 +1,278 @@
+//! Building a client: configuration errors, accepted base URLs, the environment, a supplied
+//! `reqwest::Client`, and a key that never shows in `Debug` or `Display` output.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    API_KEY, BEARER, PETS, QueryIs, api_request, base_url, builder, builder_at, client, json,
+    mount_list, mount_list_queries, refused_base_url, start,
+};
+use petstore::{
+    API_KEY_ENV, BASE_URL_ENV, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy,
+};
+use wiremock::matchers::header;
+
+const SECURE: &str = "https://petstore.example.com/v1";
+
+/// Asserts that building fails with this configuration reason, and never shows the key.
+#[track_caller]
+fn assert_config_error(builder: PetStoreClientBuilder, reason: &str) {
+    let error = builder.build().expect_err(reason);
+    let Error::Config { reason: actual } = &error else {
+        panic!("expected a configuration error, got {error:?}");
+    };
+    assert_eq!(actual, reason);
+    assert_eq!(
+        error.to_string(),
+        format!("invalid client configuration: {reason}")
+    );
+    assert!(
+        !format!("{error} {error:?}").contains("SECRET"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_missing_empty_or_unsendable_key_is_a_configuration_error() {
+    let with_key = |key: &str| PetStoreClient::builder().base_url(SECURE).api_key(key);
+    assert_config_error(
+        PetStoreClient::builder().base_url(SECURE),
+        "no API key: call api_key() or set PETSTORE_API_KEY",
+    );
+    for empty in ["", "   "] {
+        assert_config_error(with_key(empty), "the API key is empty");
+    }
+    for unsendable in [
+        "sk_test_SECRET_4242\n",
+        "sk_test_SECRET\r\n_4242",
+        "sk_test_SECRET\u{0}_4242",
+        "sk_test_SECRET\u{7f}_4242",
+        "sk_test_SECRET\u{1b}_4242",
+        "sk_test_SECRET\t4242",
+    ] {
+        assert_config_error(
+            with_key(unsendable),
+            "the API key contains characters that cannot be sent in an HTTP header",
+        );
+    }
+}
+
+#[test]
+fn a_missing_or_unusable_base_url_is_a_configuration_error() {
+    let at = |url: &str| builder_at(url);
+    assert_config_error(
+        PetStoreClient::builder().api_key(API_KEY),
+        "no base URL: call base_url() or set PETSTORE_BASE_URL",
+    );
+    assert_config_error(
+        at("not a url"),
+        "the base URL `not a url` is not a valid URL: relative URL without a base",
+    );
+    for url in [
+        "mailto:pets@example.com",
+        "ftp://example.com/v1",
+        "data:text/plain,v1",
+    ] {
+        assert_config_error(
+            at(url),
+            &format!("the base URL `{url}` must be an http or https URL that can take paths"),
+        );
+    }
+    for url in [
+        "https://example.com/v1?debug=1",
+        "https://example.com/v1#top",
+    ] {
+        assert_config_error(
+            at(url),
+            &format!("the base URL `{url}` must not have a query or fragment"),
+        );
+    }
+    for url in [
+        "https://example.com",
+        "https://example.com/v2",
+        "https://example.com/v1/pets",
+    ] {
+        assert_config_error(
+            at(url),
+            &format!("the base URL `{url}` must end in the API version segment `/v1`"),
+        );
+    }
+    assert_config_error(
+        at("http://example.com/v1"),
+        "refusing to send the API key in clear text to `http://example.com/v1`: \
+         use https, or allow_insecure_http(true)",
+    );
+}
+
+#[test]
+fn https_loopback_http_and_allowed_insecure_http_base_urls_build() {
+    let cases = [
+        (SECURE, "https://petstore.example.com/v1/"),
+        ("https://example.com/api/v1/", "https://example.com/api/v1/"),
+        ("http://localhost/v1", "http://localhost/v1/"),
+        ("http://127.0.0.1/v1", "http://127.0.0.1/v1/"),
+        ("http://127.0.0.2:8080/v1", "http://127.0.0.2:8080/v1/"),
+        ("http://[::1]/v1", "http://[::1]/v1/"),
+    ];
+    for (url, expected) in cases {
+        let client = builder_at(url)
+            .build()
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(client.base_url().as_str(), expected);
+    }
+    let insecure = builder_at("http://example.com/v1").allow_insecure_http(true);
+    assert_eq!(
+        insecure.build().unwrap().base_url().as_str(),
+        "http://example.com/v1/"
+    );
+}
+
+/// Sets or removes the client's environment variables.
+fn set_env(base_url: Option<&str>, api_key: Option<&str>) {
+    for (name, value) in [(BASE_URL_ENV, base_url), (API_KEY_ENV, api_key)] {
+        // SAFETY: this is the only test of the crate's test binaries that touches the
+        // environment, and nothing in this binary reads it concurrently: the client reads
+        // these variables only in `from_env`, which only this test calls.
+        unsafe {
+            match value {
+                Some(value) => std::env::set_var(name, value),
+                None => std::env::remove_var(name),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn from_env_reads_base_url_and_key_and_reports_what_is_unset() {
+    let server = start().await;
+    mount_list(&server, json(200, "[]"), 2).await;
+    let url = base_url(&server);
+
+    set_env(None, None);
+    assert_config_error(
+        PetStoreClientBuilder::from_env(),
+        "no base URL: call base_url() or set PETSTORE_BASE_URL",
+    );
+    set_env(Some(&url), None);
+    let missing_key = PetStoreClient::from_env().unwrap_err();
+    assert_eq!(
+        missing_key.to_string(),
+        "invalid client configuration: no API key: call api_key() or set PETSTORE_API_KEY"
+    );
+    let overridden = PetStoreClientBuilder::from_env().api_key(API_KEY).build();
+    overridden.unwrap().list_pets().send().await.unwrap();
+
+    set_env(Some(&url), Some(API_KEY));
+    let from_env = PetStoreClient::from_env();
+    set_env(None, None);
+    let from_env = from_env.unwrap();
+    assert_eq!(from_env.base_url().as_str(), format!("{url}/"));
+    from_env.list_pets().send().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_supplied_reqwest_client_sends_the_requests() {
+    let server = start().await;
+    api_request("GET", PETS)
+        .and(QueryIs(None))
+        .and(header("x-supplied-client", "yes"))
+        .respond_with(json(200, "[]"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-supplied-client", http::HeaderValue::from_static("yes"));
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+
+    let client = builder(&server).http_client(http).build().unwrap();
+
+    client.list_pets().send().await.unwrap();
+}
+
+fn assert_clone_send_sync<T: Clone + Send + Sync + 'static>() {}
+
+fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+fn assert_send<T: Send>(value: T) -> T {
+    value
+}
+
+#[tokio::test]
+async fn the_client_is_clone_send_and_sync_and_so_are_its_calls() {
+    assert_clone_send_sync::<PetStoreClient>();
+    assert_clone_send_sync::<PetStoreClientBuilder>();
+    assert_send_sync::<Error>();
+    let server = start().await;
+    mount_list(&server, json(200, "[]"), 1).await;
+    let client = client(&server);
+
+    let call = assert_send(client.clone().list_pets().send());
+    let pets = tokio::spawn(call).await.unwrap().unwrap();
+
+    assert!(pets.is_empty());
+    assert_eq!(client.clone().base_url(), client.base_url());
+}
+
+#[tokio::test]
+async fn debug_and_display_never_show_the_key() {
+    let server = start().await;
+    let cases = [
+        ("limit=1", json(401, common::fixtures::ERROR_401)),
+        ("limit=2", json(200, "{}")),
+        ("limit=3", json(200, common::fixtures::PETS)),
+        ("limit=4", json(200, "[]").set_delay(Duration::from_secs(2))),
+    ];
+    mount_list_queries(&server, cases).await;
+    let client = builder(&server)
+        .max_response_body(32)
+        .attempt_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let refused = builder_at(refused_base_url()).build().unwrap();
+    let mut errors = Vec::new();
+    for limit in 0..=4 {
+        errors.push(client.list_pets().limit(limit).send().await.unwrap_err());
+    }
+    errors.push(refused.list_pets().send().await.unwrap_err());
+    errors.push(builder_at("http://example.com/v1").build().unwrap_err());
+
+    let kinds: Vec<_> = errors
+        .iter()
+        .map(|e| format!("{e:?}")[..8].to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "InvalidA", "Api(ApiE", "Decode {", "BodyTooL", "Timeout ", "Connect ", "Config {"
+        ]
+    );
+    let shown = [
+        format!("{client:?}"),
+        format!("{:?}", builder(&server)),
+        format!("{:?}", client.list_pets()),
+        format!("{errors:?}"),
+        errors.iter().map(|e| format!("{e} ")).collect(),
+    ];
+    for text in shown {
+        assert!(!text.contains("SECRET"), "{text}");
+        assert!(!text.contains(BEARER), "{text}");
+    }
+    assert!(format!("{client:?}").contains("api_key: <redacted>"));
+    assert!(format!("{:?}", builder(&server)).contains("api_key: Some(<redacted>)"));
+}
+
+#[test]
+fn a_per_call_retry_policy_does_not_change_the_client() {
+    let client = builder_at(SECURE)
+        .retry_policy(RetryPolicy::default())
+        .build()
+        .unwrap();
+    let call = client.list_pets().retry_policy(RetryPolicy::none());
+    assert!(format!("{call:?}").contains("max_retries: 0"));
+    assert!(format!("{client:?}").contains("max_retries: 3"));
+}

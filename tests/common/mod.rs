@@ -1,0 +1,207 @@
+//! Shared setup of the HTTP-level tests: a wiremock server that fails loudly on any request no
+//! test expects, a client pointed at it, the fixtures, and response templates.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::net::TcpListener;
+
+use petstore::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy};
+use wiremock::matchers::{any, header, method, path};
+use wiremock::{Match, Mock, MockBuilder, MockServer, Request, ResponseTemplate};
+
+/// A distinctive key, so that a leak into `Debug` or `Display` output is easy to spot.
+pub const API_KEY: &str = "sk_test_SECRET_4242";
+pub const BEARER: &str = "Bearer sk_test_SECRET_4242";
+pub const PETS: &str = "/v1/pets";
+pub const PET_42: &str = "/v1/pets/42";
+pub const DEFAULT_USER_AGENT: &str = concat!("petstore-rust/", env!("CARGO_PKG_VERSION"));
+
+/// The JSON fixtures in `tests/fixtures`.
+pub mod fixtures {
+    pub const PETS: &str = include_str!("../fixtures/pets.json");
+    pub const PET_42: &str = include_str!("../fixtures/pet_42.json");
+    pub const PET_CREATED: &str = include_str!("../fixtures/pet_created.json");
+    pub const PETS_FUTURE_FIELDS: &str = include_str!("../fixtures/pets_future_fields.json");
+    pub const PETS_CATEGORY_AS_STRING: &str =
+        include_str!("../fixtures/pets_category_as_string.json");
+    pub const PET_WITHOUT_NAME: &str = include_str!("../fixtures/pet_without_name.json");
+    pub const ERROR_400: &str = include_str!("../fixtures/error_400.json");
+    pub const ERROR_401: &str = include_str!("../fixtures/error_401.json");
+    pub const ERROR_404: &str = include_str!("../fixtures/error_404.json");
+    pub const ERROR_429: &str = include_str!("../fixtures/error_429.json");
+    pub const ERROR_WRONG_SHAPE: &str = include_str!("../fixtures/error_wrong_shape.json");
+}
+
+/// A mock server whose lowest-priority mock answers 599 and expects no call, so that a request
+/// no test mounted a mock for fails the call and then the test when the server is dropped.
+pub async fn start() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(ResponseTemplate::new(599))
+        .with_priority(u8::MAX)
+        .expect(0)
+        .named("catch-all: a request no test expected")
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The server's base URL, `http://127.0.0.1:PORT/v1`.
+pub fn base_url(server: &MockServer) -> String {
+    format!("{}/v1", server.uri())
+}
+
+/// A builder for a client of `server` that never retries.
+pub fn builder(server: &MockServer) -> PetStoreClientBuilder {
+    builder_at(base_url(server))
+}
+
+/// A builder for a client of `base_url` that never retries.
+pub fn builder_at(base_url: impl AsRef<str>) -> PetStoreClientBuilder {
+    PetStoreClient::builder()
+        .base_url(base_url)
+        .api_key(API_KEY)
+        .retry_policy(RetryPolicy::none())
+}
+
+/// A client of `server` that never retries.
+pub fn client(server: &MockServer) -> PetStoreClient {
+    builder(server).build().expect("a valid test client")
+}
+
+/// A request as every operation sends it: method, exact path, the bearer key and
+/// `Accept: application/json`.
+pub fn api_request(http_method: &str, exact_path: &str) -> MockBuilder {
+    Mock::given(method(http_method))
+        .and(path(exact_path))
+        .and(header("authorization", BEARER))
+        .and(header("accept", "application/json"))
+}
+
+/// Matches the whole query string exactly (`None`: no `?` at all), which wiremock's
+/// `query_param` cannot: it ignores parameters it was not told about.
+pub struct QueryIs(pub Option<&'static str>);
+
+impl Match for QueryIs {
+    fn matches(&self, request: &Request) -> bool {
+        request.url.query() == self.0
+    }
+}
+
+/// A response with a JSON body and status.
+pub fn json(status: u16, body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_raw(body, "application/json")
+}
+
+/// The three `X-RateLimit-*` headers.
+pub fn with_quota(
+    template: ResponseTemplate,
+    limit: u64,
+    remaining: u64,
+    reset: i64,
+) -> ResponseTemplate {
+    template
+        .insert_header("X-RateLimit-Limit", limit.to_string().as_str())
+        .insert_header("X-RateLimit-Remaining", remaining.to_string().as_str())
+        .insert_header("X-RateLimit-Reset", reset.to_string().as_str())
+}
+
+/// Mounts an [`api_request`] answering `template`, expected exactly once.
+pub async fn expect_once(
+    server: &MockServer,
+    http_method: &str,
+    exact_path: &str,
+    template: ResponseTemplate,
+) {
+    api_request(http_method, exact_path)
+        .respond_with(template)
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Mounts `GET /v1/pets` (no query) answering `template`, expected `times` times.
+pub async fn mount_list(server: &MockServer, template: ResponseTemplate, times: u64) {
+    api_request("GET", PETS)
+        .and(QueryIs(None))
+        .respond_with(template)
+        .expect(times)
+        .mount(server)
+        .await;
+}
+
+/// Mounts `GET /v1/pets?<query>` answering its template, each expected exactly once, so that
+/// one client can meet several responses in a known order.
+pub async fn mount_list_queries(
+    server: &MockServer,
+    cases: impl IntoIterator<Item = (&'static str, ResponseTemplate)>,
+) {
+    for (query, template) in cases {
+        api_request("GET", PETS)
+            .and(QueryIs(Some(query)))
+            .respond_with(template)
+            .expect(1)
+            .named(query)
+            .mount(server)
+            .await;
+    }
+}
+
+/// The one request the server received.
+pub async fn only_request(server: &MockServer) -> Request {
+    let mut requests = server
+        .received_requests()
+        .await
+        .expect("request recording is on");
+    assert_eq!(requests.len(), 1, "expected exactly one request");
+    requests.remove(0)
+}
+
+/// The API error inside `error`, or a panic naming what it was instead.
+pub fn api_error(error: &Error) -> &ApiError {
+    error
+        .api_error()
+        .unwrap_or_else(|| panic!("expected an API error, got {error:?}"))
+}
+
+/// A `/v1` base URL on a loopback port nothing listens on: bound, then released.
+pub fn refused_base_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    let port = listener.local_addr().expect("local address").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+/// Asserts that `error` is the API error with this status and error object.
+#[track_caller]
+pub fn assert_api_error(error: &Error, status: u16, code: &str, message: &str) {
+    let api = api_error(error);
+    assert_eq!(api.status(), status, "{error:?}");
+    assert_eq!(error.status(), Some(status));
+    assert_eq!(api.code(), Some(code));
+    assert_eq!(api.message(), Some(message));
+    assert_eq!(api.body_snippet(), None);
+    assert_eq!(api.attempts(), 1);
+}
+
+/// A server for what wiremock cannot send (a chunked body, a body cut short): it answers one
+/// connection's request with `response`, byte for byte, and closes. Its `/v1` base URL.
+pub async fn raw_server(response: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0; 1024];
+        while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => head.extend_from_slice(&buffer[..read]),
+            }
+        }
+        let _ = stream.write_all(response).await;
+        let _ = stream.shutdown().await;
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}

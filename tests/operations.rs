@@ -1,0 +1,349 @@
+//! Every operation of the specification with every status it lists, and the exact requests
+//! the client sends for them.
+
+mod common;
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use chrono::{TimeZone, Utc};
+use common::{
+    API_KEY, BEARER, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request, assert_api_error,
+    builder, client, expect_once, fixtures, json, mount_list, mount_list_queries, only_request,
+    start, with_quota,
+};
+use petstore::{Error, NewPet, Pet, PetStatus, Quota};
+use wiremock::ResponseTemplate;
+use wiremock::matchers::{body_string, header};
+
+fn listed_pets() -> Vec<Pet> {
+    vec![
+        Pet::new(1, "Rex", 3).status(PetStatus::Available),
+        Pet::new(2, "Tom", 1).status(PetStatus::Sold),
+        Pet::new(3, "Nemo", 7),
+    ]
+}
+
+#[tokio::test]
+async fn list_pets_gets_the_bare_array_without_a_query() {
+    let server = start().await;
+    mount_list(&server, json(200, fixtures::PETS), 1).await;
+
+    let pets = client(&server).list_pets().send().await.unwrap();
+
+    assert_eq!(pets, listed_pets());
+    let request = only_request(&server).await;
+    assert_eq!(request.url.query(), None);
+    assert!(request.body.is_empty());
+    assert_eq!(request.headers.get("content-type"), None);
+}
+
+#[tokio::test]
+async fn list_pets_sends_limit_and_status_exactly_as_set() {
+    let server = start().await;
+    let queries = [
+        "limit=10&status=sold",
+        "status=pending",
+        "limit=1",
+        "limit=100",
+    ];
+    mount_list_queries(&server, queries.map(|query| (query, json(200, "[]")))).await;
+    let client = client(&server);
+
+    let both = client.list_pets().status(PetStatus::Sold).limit(10);
+    assert_eq!(both.send().await.unwrap(), []);
+    let status = client.list_pets().status(PetStatus::Pending);
+    assert_eq!(status.send().await.unwrap(), []);
+    assert_eq!(client.list_pets().limit(1).send().await.unwrap(), []);
+    assert_eq!(client.list_pets().limit(100).send().await.unwrap(), []);
+}
+
+#[tokio::test]
+async fn list_pets_rejects_a_limit_outside_1_to_100_before_sending() {
+    let server = start().await;
+    let client = client(&server);
+
+    for limit in [0, 101] {
+        let error = client.list_pets().limit(limit).send().await.unwrap_err();
+        let Error::InvalidArgument {
+            name,
+            value,
+            expected,
+        } = &error
+        else {
+            panic!("expected InvalidArgument, got {error:?}");
+        };
+        assert_eq!(*name, "limit");
+        assert_eq!(*value, limit.to_string());
+        assert_eq!(*expected, "the API accepts 1 to 100");
+        assert_eq!(
+            error.to_string(),
+            format!("invalid limit {limit}: the API accepts 1 to 100")
+        );
+        assert_eq!(error.attempts(), 0);
+        let with_meta = client.list_pets().limit(limit).send_with_meta().await;
+        assert!(matches!(with_meta, Err(Error::InvalidArgument { .. })));
+    }
+    assert_eq!(server.received_requests().await.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn list_pets_maps_401_to_an_unauthorized_error() {
+    let server = start().await;
+    mount_list(&server, json(401, fixtures::ERROR_401), 1).await;
+
+    let error = client(&server).list_pets().send().await.unwrap_err();
+
+    assert_api_error(&error, 401, "unauthorized", "Invalid API key");
+    assert!(error.is_unauthorized());
+}
+
+#[tokio::test]
+async fn create_pet_posts_the_new_pet_without_id_and_omits_an_unset_status() {
+    let server = start().await;
+    for body in [
+        r#"{"name":"Rex","categoryId":3}"#,
+        r#"{"name":"Rex","categoryId":3,"status":"available"}"#,
+    ] {
+        api_request("POST", PETS)
+            .and(QueryIs(None))
+            .and(header("content-type", "application/json"))
+            .and(body_string(body))
+            .respond_with(json(201, fixtures::PET_CREATED))
+            .expect(1)
+            .named(body)
+            .mount(&server)
+            .await;
+    }
+    let client = client(&server);
+    let created = Pet::new(7, "Rex", 3).status(PetStatus::Available);
+
+    let bare = client.create_pet(NewPet::new("Rex", 3)).send_with_meta();
+    let bare = bare.await.unwrap();
+    assert_eq!(bare.status(), 201);
+    assert_eq!(bare.value(), &created);
+    let with_status = NewPet::new("Rex", 3).status(PetStatus::Available);
+    assert_eq!(
+        client.create_pet(with_status).send().await.unwrap(),
+        created
+    );
+}
+
+#[tokio::test]
+async fn create_pet_maps_400_and_401_to_api_errors() {
+    let cases = [
+        (400, fixtures::ERROR_400, "invalid_pet", "name is required"),
+        (401, fixtures::ERROR_401, "unauthorized", "Invalid API key"),
+    ];
+    for (status, body, code, message) in cases {
+        let server = start().await;
+        expect_once(&server, "POST", PETS, json(status, body)).await;
+
+        let new_pet = NewPet::new("", 3);
+        let error = client(&server)
+            .create_pet(new_pet)
+            .send()
+            .await
+            .unwrap_err();
+
+        assert_api_error(&error, status, code, message);
+        assert_eq!(error.is_bad_request(), status == 400);
+        assert_eq!(error.is_unauthorized(), status == 401);
+    }
+}
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn get_pet_gets_the_pet_by_id() {
+    let server = start().await;
+    api_request("GET", PET_42)
+        .and(QueryIs(None))
+        .respond_with(json(200, fixtures::PET_42))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let pet = client(&server).get_pet(42).send().await.unwrap();
+
+    assert_eq!(pet, Pet::new(42, "Rex", 3).status(PetStatus::Pending));
+}
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn get_pet_maps_401_and_404_to_api_errors() {
+    let cases = [
+        (401, fixtures::ERROR_401, "unauthorized", "Invalid API key"),
+        (404, fixtures::ERROR_404, "not_found", "Pet 42 not found"),
+    ];
+    for (status, body, code, message) in cases {
+        let server = start().await;
+        expect_once(&server, "GET", PET_42, json(status, body)).await;
+
+        let error = client(&server).get_pet(42).send().await.unwrap_err();
+
+        assert_api_error(&error, status, code, message);
+        assert_eq!(error.is_unauthorized(), status == 401);
+        assert_eq!(error.is_not_found(), status == 404);
+    }
+}
+
+#[tokio::test]
+async fn every_request_carries_the_bearer_key_accept_and_default_user_agent() {
+    let server = start().await;
+    mount_list(&server, json(200, "[]"), 1).await;
+
+    client(&server).list_pets().send().await.unwrap();
+
+    let request = only_request(&server).await;
+    let header = |name: &str| request.headers.get(name).unwrap().to_str().unwrap();
+    assert_eq!(request.method.as_str(), "GET");
+    assert_eq!(header("authorization"), BEARER);
+    assert_eq!(header("accept"), "application/json");
+    assert_eq!(header("user-agent"), DEFAULT_USER_AGENT);
+    assert_eq!(DEFAULT_USER_AGENT, "petstore-rust/0.1.0");
+}
+
+#[tokio::test]
+async fn a_custom_user_agent_replaces_the_default() {
+    let server = start().await;
+    api_request("GET", PETS)
+        .and(header("user-agent", "pet-shop-admin/2.1"))
+        .respond_with(json(200, "[]"))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let client = builder(&server).user_agent("pet-shop-admin/2.1").build();
+
+    client.unwrap().list_pets().send().await.unwrap();
+}
+
+#[tokio::test]
+async fn base_url_with_or_without_trailing_slash_reaches_v1_pets() {
+    let server = start().await;
+    mount_list(&server, json(200, "[]"), 2).await;
+
+    for base_url in [
+        format!("{}/v1", server.uri()),
+        format!("{}/v1/", server.uri()),
+    ] {
+        let client = builder(&server).base_url(&base_url).build().unwrap();
+        assert_eq!(client.base_url().as_str(), format!("{}/v1/", server.uri()));
+        client.list_pets().send().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn send_with_meta_exposes_status_headers_quota_and_attempts() {
+    let server = start().await;
+    let template = json(200, fixtures::PETS).insert_header("X-Request-Id", "req-123");
+    mount_list(&server, with_quota(template, 60, 59, 1_924_992_000), 1).await;
+
+    let response = client(&server).list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.header("x-request-id"), Some("req-123"));
+    assert_eq!(response.header("X-REQUEST-ID"), Some("req-123"));
+    assert_eq!(response.header("x-absent"), None);
+    assert!(
+        response
+            .headers()
+            .any(|(name, value)| name == "x-ratelimit-remaining" && value == b"59")
+    );
+    let reset = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
+    assert_eq!(response.quota(), Some(Quota::new(60, 59, reset)));
+    assert_eq!(response.attempts(), 1);
+    assert_eq!(response.deprecation(), None);
+    assert_eq!(response.into_value(), listed_pets());
+}
+
+/// Collects what a `tracing` fmt subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn deprecation_warnings(&self, operation: &str) -> usize {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .filter(|line| {
+                line.contains("WARN") && line.contains("reports this operation as deprecated")
+            })
+            .filter(|line| line.contains(&format!("operation=\"{operation}\"")))
+            .count()
+    }
+}
+
+fn deprecated(template: ResponseTemplate) -> ResponseTemplate {
+    template
+        .insert_header("Deprecation", "@1688169599")
+        .insert_header("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
+}
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_client() {
+    let server = start().await;
+    api_request("GET", PET_42)
+        .respond_with(deprecated(json(200, fixtures::PET_42)))
+        .expect(3)
+        .mount(&server)
+        .await;
+    mount_list(&server, deprecated(json(200, "[]")), 1).await;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let first = client(&server);
+
+    let response = first.get_pet(42).send_with_meta().await.unwrap();
+    let notice = response.deprecation().expect("a deprecation notice");
+    assert!(notice.deprecated);
+    assert_eq!(
+        notice.deprecated_at,
+        Utc.timestamp_opt(1_688_169_599, 0).single()
+    );
+    let sunset = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).single();
+    assert_eq!(notice.sunset, sunset);
+    assert_eq!(captured.deprecation_warnings("getPet"), 1);
+
+    first.clone().get_pet(42).send().await.unwrap();
+    assert_eq!(
+        captured.deprecation_warnings("getPet"),
+        1,
+        "a clone is the same client"
+    );
+
+    first.list_pets().send().await.unwrap();
+    assert_eq!(
+        captured.deprecation_warnings("listPets"),
+        1,
+        "each operation warns"
+    );
+
+    client(&server).get_pet(42).send().await.unwrap();
+    assert_eq!(
+        captured.deprecation_warnings("getPet"),
+        2,
+        "a new client warns again"
+    );
+    assert!(
+        !String::from_utf8(captured.0.lock().unwrap().clone())
+            .unwrap()
+            .contains(API_KEY)
+    );
+}
