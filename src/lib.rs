@@ -110,6 +110,9 @@ mod pets;
 mod quota;
 mod response;
 mod retry;
+#[cfg(feature = "sandbox")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
+pub mod sandbox;
 mod throttle;
 
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};

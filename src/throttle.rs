@@ -6,7 +6,7 @@ use std::pin::pin;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -16,7 +16,7 @@ use crate::quota::Quota;
 
 /// `X-RateLimit-Reset` has one-second resolution and servers round it either way, so the pacer
 /// waits this much past a reset before spending the next window's budget.
-const RESET_MARGIN: Duration = Duration::from_secs(1);
+const RESET_MARGIN: TimeDelta = TimeDelta::seconds(1);
 
 #[derive(Debug)]
 pub(crate) struct Throttle {
@@ -139,19 +139,21 @@ impl Throttle {
             return None;
         }
         let window = state.window.as_mut()?;
-        let mut reopens = window
-            .reset
-            .map(|reset| clock::after(self.clock.until(reset).saturating_add(RESET_MARGIN)));
-        if reopens.is_some_and(|at| at <= now) {
+        let mut reopens_in = window.reset.map(|reset| {
+            reset
+                .checked_add_signed(RESET_MARGIN)
+                .map_or(Duration::MAX, |at| self.clock.until(at))
+        });
+        if reopens_in == Some(Duration::ZERO) {
             // A new window: assume the full limit until its first response says otherwise.
             window.remaining = window.limit;
             window.reset = None;
-            reopens = None;
+            reopens_in = None;
         }
         if window.remaining > state.in_flight {
             return None;
         }
-        Some(Hold::Quota(reopens))
+        Some(Hold::Quota(reopens_in.map(clock::after)))
     }
 
     /// Holds every request of every clone until `wait` has passed.

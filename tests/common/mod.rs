@@ -205,3 +205,22 @@ pub async fn raw_server(response: &'static [u8]) -> String {
     });
     format!("http://127.0.0.1:{port}/v1")
 }
+
+/// A client of a sandbox for tests under a paused clock: no per-attempt timeout and no idle-pool
+/// timer, since a paused clock jumps to the next timer whenever the runtime waits for I/O.
+pub fn sandbox_client(
+    sandbox: &petstore::sandbox::Sandbox,
+    key: &str,
+    policy: RetryPolicy,
+) -> PetStoreClientBuilder {
+    let http = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .expect("a reqwest client");
+    PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key(key)
+        .http_client(http)
+        .attempt_timeout(None)
+        .retry_policy(policy)
+}

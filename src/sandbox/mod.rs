@@ -1,0 +1,468 @@
+//! An embedded Pet Store server, faithful to the specification, for tests and demos.
+//!
+//! The specification's deployments are placeholders, so this crate ships the server its own
+//! quickstart and tests talk to, and that your tests can use too: stateful, in-process, on
+//! loopback, with the specification's authentication, rate limits (and ban), and injectable
+//! faults. Its clock is tokio's, so under a paused clock (`#[tokio::test(start_paused = true)]`)
+//! rate windows, `Retry-After` and injected latency are exact and instant.
+//!
+//! ```
+//! use petstore::sandbox::{Plan, Sandbox};
+//! use petstore::{NewPet, PetStoreClient};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let sandbox = Sandbox::start().await?;
+//! let client = PetStoreClient::builder()
+//!     .base_url(sandbox.base_url())
+//!     .api_key(sandbox.key(Plan::Free))
+//!     .build()?;
+//!
+//! let rex = client.create_pet(NewPet::new("Rex", 1)).send().await?;
+//! assert_eq!(client.list_pets().send().await?, vec![rex]);
+//! assert_eq!(sandbox.stats().total(), 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Behaviour where the specification is silent
+//!
+//! | question | the sandbox's answer |
+//! | --- | --- |
+//! | catalogue at start | empty, unless seeded with [`SandboxBuilder::pets`] |
+//! | ids | assigned from 1, increasing |
+//! | `status` omitted on creation | `available` |
+//! | `name` limits | non-empty (not only spaces), at most 100 characters |
+//! | `id` in a creation body | ignored: the service assigns ids |
+//! | `limit` not an integer 1 to 100, unknown `status` filter | 400 `invalid_request` |
+//! | unknown query parameters | ignored |
+//! | list order | by id, ascending |
+//! | creation body not `application/json` | 415 `unsupported_media_type` |
+//! | creation body over [`max_body_bytes`](SandboxBuilder::max_body_bytes) (64 KiB) | 413 `payload_too_large` |
+//! | unknown route, wrong method | 404 `not_found`, 405 `method_not_allowed` |
+//! | `getPet` deprecation | `Sunset: Thu, 05 Dec 2030 00:00:00 GMT` on its responses; no `Deprecation` header, as the specification gives no deprecation date |
+//! | rate windows | fixed windows aligned to multiples of their length in unix time, so `X-RateLimit-Reset` is the exact second a window ends |
+//! | headers of a 401 | the Free plan's minute window, untouched: unauthenticated requests are not counted |
+//! | which window the headers show | the one with fewer requests remaining (the minute one on a tie) |
+//! | a request over the limit | not counted; 429 `rate_limited` with `Retry-After` = seconds until the window frees (at least 1) |
+//! | calling during that `Retry-After` | 429 `rate_limited`; the [`ban_threshold`](SandboxBuilder::ban_threshold)-th such request (10) bans the key for [`ban_duration`](SandboxBuilder::ban_duration) (600 s): 429 `key_banned` with the remaining ban as `Retry-After` |
+//! | injected faults | applied after authentication and rate limiting, so a faulted request counts against the quota |
+//!
+//! # Error codes
+//!
+//! Every error is the specification's error object `{code, message, status}`:
+//!
+//! | status | `code` |
+//! | --- | --- |
+//! | 400 | `invalid_request` |
+//! | 401 | `unauthorized` |
+//! | 404 | `not_found` |
+//! | 405 | `method_not_allowed` |
+//! | 413 | `payload_too_large` |
+//! | 415 | `unsupported_media_type` |
+//! | 429 | `rate_limited`, `key_banned` |
+//! | 500, 502, 503, 504 (injected) | `internal_error`, `bad_gateway`, `service_unavailable`, `gateway_timeout` |
+
+mod faults;
+mod limits;
+mod routes;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use url::Url;
+
+pub use faults::{Fault, Route};
+
+use crate::models::NewPet;
+use limits::{Limiter, Limits};
+use routes::{Catalogue, Shared, lock};
+
+/// A rate-limit plan, as the specification lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Plan {
+    /// 60 requests per minute, 1,000 per day.
+    Free,
+    /// 300 requests per minute, 10,000 per day.
+    Pro,
+    /// 1,000 requests per minute, 100,000 per day.
+    Business,
+    /// Agreed individually.
+    Enterprise {
+        /// Requests per minute window.
+        per_minute: u32,
+        /// Requests per day window.
+        per_day: u32,
+    },
+}
+
+impl Plan {
+    /// The demo Enterprise plan of [`Sandbox::key`]: 5,000 per minute, 1,000,000 per day.
+    pub const DEMO_ENTERPRISE: Plan = Plan::Enterprise {
+        per_minute: 5_000,
+        per_day: 1_000_000,
+    };
+
+    /// Requests allowed per minute window.
+    #[must_use]
+    pub fn per_minute(self) -> u32 {
+        match self {
+            Self::Free => 60,
+            Self::Pro => 300,
+            Self::Business => 1_000,
+            Self::Enterprise { per_minute, .. } => per_minute,
+        }
+    }
+
+    /// Requests allowed per day window.
+    #[must_use]
+    pub fn per_day(self) -> u32 {
+        match self {
+            Self::Free => 1_000,
+            Self::Pro => 10_000,
+            Self::Business => 100_000,
+            Self::Enterprise { per_day, .. } => per_day,
+        }
+    }
+
+    /// The plan's demo key in every sandbox, such as `sandbox-free-key`.
+    fn demo_key(self) -> &'static str {
+        match self {
+            Self::Free => "sandbox-free-key",
+            Self::Pro => "sandbox-pro-key",
+            Self::Business => "sandbox-business-key",
+            Self::Enterprise { .. } => "sandbox-enterprise-key",
+        }
+    }
+}
+
+const DEMO_PLANS: [Plan; 4] = [Plan::Free, Plan::Pro, Plan::Business, Plan::DEMO_ENTERPRISE];
+
+/// Configures and starts a [`Sandbox`]. Setters never fail.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SandboxBuilder {
+    bind: SocketAddr,
+    keys: Vec<(String, Plan)>,
+    limits: Limits,
+    max_body_bytes: usize,
+    pets: Vec<NewPet>,
+}
+
+impl SandboxBuilder {
+    /// The address to listen on; `127.0.0.1:0` (a free port on loopback) by default.
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Registers another API key with its plan (the demo keys of [`Sandbox::key`] always
+    /// exist).
+    pub fn key(mut self, key: impl Into<String>, plan: Plan) -> Self {
+        self.keys.push((key.into(), plan));
+        self
+    }
+
+    /// The length of the "minute" window; 60 s by default. Rounded to whole seconds, at least 1.
+    pub fn minute_window(mut self, length: Duration) -> Self {
+        self.limits.minute_window = whole_seconds(length);
+        self
+    }
+
+    /// The length of the "day" window; 86,400 s by default. Rounded to whole seconds, at least 1.
+    pub fn day_window(mut self, length: Duration) -> Self {
+        self.limits.day_window = whole_seconds(length);
+        self
+    }
+
+    /// How many requests a key may send during a `Retry-After` wait before it is banned; 10 by
+    /// default (at least 1).
+    pub fn ban_threshold(mut self, requests: u32) -> Self {
+        self.limits.ban_threshold = requests.max(1);
+        self
+    }
+
+    /// How long a ban lasts; 600 s by default.
+    pub fn ban_duration(mut self, duration: Duration) -> Self {
+        self.limits.ban_duration = duration;
+        self
+    }
+
+    /// The largest creation body accepted; 64 KiB by default.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Pets in the catalogue at start, created in order (ids from 1).
+    pub fn pets(mut self, pets: impl IntoIterator<Item = NewPet>) -> Self {
+        self.pets.extend(pets);
+        self
+    }
+
+    /// Binds and starts serving on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound.
+    pub async fn start(self) -> std::io::Result<Sandbox> {
+        let listener = TcpListener::bind(self.bind).await?;
+        let addr = listener.local_addr()?;
+        let base_url = Url::parse(&format!("http://{addr}/v1"))
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut catalogue = Catalogue::default();
+        for pet in self.pets {
+            let status = pet.status.unwrap_or(crate::PetStatus::Available);
+            catalogue.add(pet.name, pet.category_id, status);
+        }
+        let keys: Vec<(String, Plan)> = DEMO_PLANS
+            .iter()
+            .map(|plan| (plan.demo_key().to_owned(), *plan))
+            .chain(self.keys)
+            .collect();
+        let shared = Arc::new(Shared {
+            limiter: Mutex::new(Limiter::new(self.limits, keys.clone())),
+            faults: Mutex::default(),
+            catalogue: Mutex::new(catalogue),
+            log: Mutex::default(),
+            max_body_bytes: self.max_body_bytes,
+        });
+        let (stop, stopped) = watch::channel(());
+        let server = tokio::spawn(serve(listener, routes::router(shared.clone()), stopped));
+        Ok(Sandbox {
+            base_url,
+            keys,
+            shared,
+            stop: Some(stop),
+            server: Some(server),
+        })
+    }
+}
+
+fn whole_seconds(length: Duration) -> Duration {
+    Duration::from_secs(length.as_secs_f64().round().max(1.0) as u64)
+}
+
+async fn serve(listener: TcpListener, router: axum::Router, mut stopped: watch::Receiver<()>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            _ = stopped.changed() => break,
+        };
+        let kill = Arc::new(Notify::new());
+        let service = TowerToHyperService::new(routes::for_connection(&router, kill.clone()));
+        let mut stopped = stopped.clone();
+        connections.spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                // A `drop_connection` fault: close without answering.
+                () = kill.notified() => {}
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// A running sandbox. Dropping it shuts the server down gracefully in the background;
+/// [`shutdown`](Self::shutdown) does so and waits.
+pub struct Sandbox {
+    base_url: Url,
+    keys: Vec<(String, Plan)>,
+    shared: Arc<Shared>,
+    stop: Option<watch::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("base_url", &self.base_url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// A builder with the defaults.
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            keys: Vec::new(),
+            limits: Limits {
+                minute_window: Duration::from_secs(60),
+                day_window: Duration::from_secs(86_400),
+                ban_threshold: 10,
+                ban_duration: Duration::from_secs(600),
+            },
+            max_body_bytes: 64 * 1024,
+            pets: Vec::new(),
+        }
+    }
+
+    /// Starts a sandbox with the defaults on a free loopback port.
+    ///
+    /// # Errors
+    ///
+    /// No loopback port can be bound.
+    pub async fn start() -> std::io::Result<Self> {
+        Self::builder().start().await
+    }
+
+    /// The base URL to give a client, such as `http://127.0.0.1:41234/v1`.
+    #[must_use]
+    pub fn base_url(&self) -> &Url {
+        &self.base_url
+    }
+
+    /// The demo key of a plan (`Plan::Enterprise { .. }` gives the key of
+    /// [`Plan::DEMO_ENTERPRISE`]).
+    #[must_use]
+    pub fn key(&self, plan: Plan) -> &'static str {
+        plan.demo_key()
+    }
+
+    /// Every key the sandbox accepts, with its plan.
+    pub fn keys(&self) -> impl Iterator<Item = (&str, Plan)> {
+        self.keys.iter().map(|(key, plan)| (key.as_str(), *plan))
+    }
+
+    /// Injects a fault into the requests it matches.
+    pub fn inject(&self, fault: Fault) {
+        lock(&self.shared.faults).inject(fault);
+    }
+
+    /// Removes every injected fault.
+    pub fn clear_faults(&self) {
+        lock(&self.shared.faults).clear();
+    }
+
+    /// Counters of the requests received so far.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let log = lock(&self.shared.log);
+        Stats {
+            total: log.total,
+            per_route: log.per_route.clone(),
+            per_key: log.per_key.clone(),
+            bans: lock(&self.shared.limiter).bans(),
+        }
+    }
+
+    /// The most recent requests received (up to 100,000), oldest first.
+    #[must_use]
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        lock(&self.shared.log).recent.iter().cloned().collect()
+    }
+
+    /// Stops accepting connections, lets requests in progress finish, and waits until the
+    /// server has stopped.
+    pub async fn shutdown(mut self) {
+        self.stop.take();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Dropping the sender is the stop signal; the server task winds down by itself.
+        self.stop.take();
+    }
+}
+
+/// One request the sandbox received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoggedRequest {
+    /// When it arrived, on tokio's clock.
+    pub at: Instant,
+    /// The API route, or `None` for an unknown route or method.
+    pub route: Option<Route>,
+    /// The bearer key it carried, if any.
+    pub key: Option<String>,
+    /// The status answered, or `None` when the connection was dropped by a fault.
+    pub status: Option<u16>,
+}
+
+const LOG_CAPACITY: usize = 100_000;
+
+#[derive(Debug, Default)]
+struct RequestLog {
+    recent: VecDeque<LoggedRequest>,
+    total: u64,
+    per_route: HashMap<Route, u64>,
+    per_key: HashMap<String, u64>,
+}
+
+impl RequestLog {
+    fn push(&mut self, entry: LoggedRequest) {
+        self.total += 1;
+        if let Some(route) = entry.route {
+            *self.per_route.entry(route).or_default() += 1;
+        }
+        if let Some(key) = &entry.key {
+            *self.per_key.entry(key.clone()).or_default() += 1;
+        }
+        if self.recent.len() == LOG_CAPACITY {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(entry);
+    }
+}
+
+/// Counters of the requests a sandbox received, whatever their outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    total: u64,
+    per_route: HashMap<Route, u64>,
+    per_key: HashMap<String, u64>,
+    bans: u64,
+}
+
+impl Stats {
+    /// Every request received, on any route.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Requests received on one route.
+    #[must_use]
+    pub fn requests(&self, route: Route) -> u64 {
+        self.per_route.get(&route).copied().unwrap_or(0)
+    }
+
+    /// Requests that carried this key.
+    #[must_use]
+    pub fn requests_for_key(&self, key: &str) -> u64 {
+        self.per_key.get(key).copied().unwrap_or(0)
+    }
+
+    /// Bans issued so far.
+    #[must_use]
+    pub fn bans(&self) -> u64 {
+        self.bans
+    }
+}

@@ -1,0 +1,411 @@
+//! The API as the specification states it, behind authentication, rate limiting and faults.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router, middleware, routing};
+use bytes::Bytes;
+use http_body::Frame;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::faults::{FaultKind, Faults, Route};
+use super::limits::{Headers, Limiter, Verdict};
+use super::{LoggedRequest, RequestLog};
+use crate::models::{CategoryId, Pet, PetId, PetStatus};
+
+/// The removal date of `getPet`, as the specification gives it.
+const SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
+const NAME_MAX_CHARS: usize = 100;
+
+/// Everything the routes share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) limiter: Mutex<Limiter>,
+    pub(super) faults: Mutex<Faults>,
+    pub(super) catalogue: Mutex<Catalogue>,
+    pub(super) log: Mutex<RequestLog>,
+    pub(super) max_body_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Catalogue {
+    pets: BTreeMap<i64, Pet>,
+    last_id: i64,
+}
+
+impl Catalogue {
+    pub(super) fn add(&mut self, name: String, category_id: CategoryId, status: PetStatus) -> Pet {
+        self.last_id += 1;
+        let pet = Pet::new(self.last_id, name, category_id).status(status);
+        self.pets.insert(self.last_id, pet.clone());
+        pet
+    }
+}
+
+/// Lets a handler close its connection without answering.
+#[derive(Debug, Clone)]
+pub(super) struct ConnectionKill(pub(super) Arc<Notify>);
+
+/// Locks a mutex; the sandbox never panics while holding one, but a poisoned lock must not
+/// take the server down either.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(super) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/pets", routing::get(list_pets).post(create_pet))
+        .route("/v1/pets/{pet_id}", routing::get(get_pet))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .method_not_allowed_fallback(|method: Method| async move {
+            let message = format!("{method} is not allowed on this route");
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                message,
+            )
+        })
+        .layer(middleware::from_fn_with_state(shared.clone(), gate))
+        .with_state(shared)
+}
+
+/// The error object of the specification.
+pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({ "code": code, "message": message.into(), "status": status.as_u16() });
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    match serde_json::to_string(value) {
+        Ok(body) => (status, [(CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            e.to_string(),
+        ),
+    }
+}
+
+fn route_of(method: &Method, path: &str) -> Option<Route> {
+    let rest = path.strip_prefix("/v1/pets")?;
+    match (method, rest) {
+        (&Method::GET, "" | "/") => Some(Route::ListPets),
+        (&Method::POST, "" | "/") => Some(Route::CreatePet),
+        (&Method::GET, id) if id.len() > 1 && !id[1..].contains('/') => Some(Route::GetPet),
+        _ => None,
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, key) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty()).then(|| key.trim().to_owned())
+}
+
+/// Authentication, rate limiting, faults, the rate-limit headers and the request log, around
+/// every route.
+async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let arrived = Instant::now();
+    let route = route_of(request.method(), request.uri().path());
+    let key = bearer(request.headers());
+    let mut entry = LoggedRequest {
+        at: arrived,
+        route,
+        key: key.clone(),
+        status: None,
+    };
+    let response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
+    entry.status = Some(response.status().as_u16());
+    lock(&shared.log).push(entry);
+    response
+}
+
+async fn admit(
+    shared: &Shared,
+    route: Option<Route>,
+    key: Option<&str>,
+    request: Request,
+    next: Next,
+    entry: &mut LoggedRequest,
+) -> Response {
+    let verdict = {
+        let mut limiter = lock(&shared.limiter);
+        match key.filter(|key| limiter.knows(key)) {
+            Some(key) => limiter.check(key),
+            None => None,
+        }
+    };
+    let headers = match verdict {
+        None => {
+            let anonymous = lock(&shared.limiter).anonymous();
+            let message = if key.is_some() {
+                "the API key is not valid"
+            } else {
+                "a bearer API key is required"
+            };
+            return with_quota(
+                error(StatusCode::UNAUTHORIZED, "unauthorized", message),
+                anonymous,
+            );
+        }
+        Some(Verdict::Allowed(headers)) => headers,
+        Some(Verdict::Limited {
+            headers,
+            retry_after,
+        }) => {
+            let message = format!("rate limit exceeded; retry after {retry_after} s");
+            let response = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+            return with_quota(with_retry_after(response, retry_after), headers);
+        }
+        Some(Verdict::Banned {
+            headers,
+            retry_after,
+        }) => {
+            let message = format!(
+                "the API key is banned for calling on after 429; retry after {retry_after} s"
+            );
+            let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
+            return with_quota(with_retry_after(response, retry_after), headers);
+        }
+    };
+    let (latency, failure) = lock(&shared.faults).draw(route);
+    if let Some(delay) = latency {
+        tokio::time::sleep(delay).await;
+    }
+    let response = match failure {
+        None => next.run(request).await,
+        Some(FaultKind::Status {
+            status,
+            retry_after,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let response = error(status, status_code_name(status), "injected fault");
+            match retry_after {
+                Some(seconds) => with_retry_after(response, seconds),
+                None => response,
+            }
+        }
+        Some(FaultKind::NonJsonBody { status }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let page = "<html><body><h1>Bad Gateway</h1><p>upstream unavailable</p></body></html>";
+            (status, [(CONTENT_TYPE, "text/html")], page).into_response()
+        }
+        Some(FaultKind::TruncatedBody) => truncate(next.run(request).await).await,
+        Some(FaultKind::DropConnection) => {
+            if let Some(kill) = request.extensions().get::<ConnectionKill>() {
+                lock(&shared.log).push(entry.clone());
+                kill.0.notify_one();
+                std::future::pending::<()>().await;
+            }
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "connection not droppable",
+            )
+        }
+        Some(FaultKind::Latency(_)) => next.run(request).await,
+    };
+    with_quota(response, headers)
+}
+
+fn status_code_name(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        502 => "bad_gateway",
+        503 => "service_unavailable",
+        504 => "gateway_timeout",
+        _ => "internal_error",
+    }
+}
+
+fn with_quota(mut response: Response, quota: Headers) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("x-ratelimit-limit", quota.limit),
+        ("x-ratelimit-remaining", quota.remaining),
+        ("x-ratelimit-reset", quota.reset),
+    ] {
+        headers.insert(name, HeaderValue::from(value));
+    }
+    response
+}
+
+fn with_retry_after(mut response: Response, seconds: u64) -> Response {
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
+/// A body that ends before the `Content-Length` it was sent with.
+struct Truncated(Option<Bytes>);
+
+impl http_body::Body for Truncated {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
+    }
+}
+
+async fn truncate(response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(full) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "could not truncate",
+        );
+    };
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(full.len()));
+    Response::from_parts(
+        parts,
+        Body::new(Truncated(Some(full.slice(..full.len() / 2)))),
+    )
+}
+
+fn invalid(message: impl Into<String>) -> Response {
+    error(StatusCode::BAD_REQUEST, "invalid_request", message)
+}
+
+async fn list_pets(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+    let mut limit = 20;
+    let mut status = None;
+    for (name, value) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        match &*name {
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => limit = n,
+                _ => {
+                    return invalid(format!(
+                        "`limit` must be an integer from 1 to 100, not `{value}`"
+                    ));
+                }
+            },
+            "status" => match value.parse::<PetStatus>() {
+                Ok(s) => status = Some(s),
+                Err(e) => return invalid(e.to_string()),
+            },
+            _ => {}
+        }
+    }
+    let catalogue = lock(&shared.catalogue);
+    let pets: Vec<&Pet> = catalogue
+        .pets
+        .values()
+        .filter(|pet| status.is_none() || pet.status == status)
+        .take(limit)
+        .collect();
+    json_response(StatusCode::OK, &pets)
+}
+
+async fn create_pet(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    let too_large = || {
+        let message = format!("the body exceeds {} bytes", shared.max_body_bytes);
+        error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    };
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > shared.max_body_bytes) {
+        return too_large();
+    }
+    let is_json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !is_json {
+        let message = "the body must be JSON, sent with `Content-Type: application/json`";
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            message,
+        );
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, shared.max_body_bytes).await else {
+        return too_large();
+    };
+    let fields = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) => return invalid("the body must be a JSON object"),
+        Err(e) => return invalid(format!("the body is not valid JSON: {e}")),
+    };
+    let name = match fields.get("name") {
+        Some(Value::String(name)) if name.trim().is_empty() => {
+            return invalid("`name` must not be empty");
+        }
+        Some(Value::String(name)) if name.chars().count() > NAME_MAX_CHARS => {
+            return invalid(format!(
+                "`name` must be at most {NAME_MAX_CHARS} characters"
+            ));
+        }
+        Some(Value::String(name)) => name.clone(),
+        Some(_) => return invalid("`name` must be a string"),
+        None => return invalid("`name` is required"),
+    };
+    let category_id = match fields.get("categoryId") {
+        Some(value) => match value.as_i64() {
+            Some(id) => CategoryId::new(id),
+            None => return invalid("`categoryId` must be an int64 integer"),
+        },
+        None => return invalid("`categoryId` is required"),
+    };
+    let status = match fields.get("status") {
+        None | Some(Value::Null) => PetStatus::Available,
+        Some(Value::String(s)) => match s.parse::<PetStatus>() {
+            Ok(status) => status,
+            Err(e) => return invalid(e.to_string()),
+        },
+        Some(_) => return invalid("`status` must be a string"),
+    };
+    let pet = lock(&shared.catalogue).add(name, category_id, status);
+    json_response(StatusCode::CREATED, &pet)
+}
+
+async fn get_pet(State(shared): State<Arc<Shared>>, Path(raw_id): Path<String>) -> Response {
+    let mut response = match raw_id.parse::<i64>() {
+        Err(_) => invalid(format!("`petId` must be an int64 integer, not `{raw_id}`")),
+        Ok(id) => match lock(&shared.catalogue).pets.get(&id) {
+            Some(pet) => json_response(StatusCode::OK, pet),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("pet {} does not exist", PetId::new(id)),
+            ),
+        },
+    };
+    response
+        .headers_mut()
+        .insert("sunset", HeaderValue::from_static(SUNSET));
+    response
+}
+
+/// Adds the connection's kill switch to every request of one connection.
+pub(super) fn for_connection(router: &Router, kill: Arc<Notify>) -> Router {
+    router.clone().layer(Extension(ConnectionKill(kill)))
+}

@@ -1,0 +1,599 @@
+//! End to end against the embedded sandbox: every behaviour of the specification, the
+//! sandbox's own decisions where it is silent, rate limits with the ban under a paused clock,
+//! and each injected fault.
+
+mod common;
+
+use std::time::Duration;
+
+use common::sandbox_client;
+use petstore::sandbox::{Fault, Plan, Route, Sandbox};
+use petstore::{CategoryId, Error, NewPet, PetStatus, PetStoreClient, RetryPolicy};
+use reqwest::header::CONTENT_TYPE;
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// A raw response: status, headers, JSON body.
+struct Raw {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+/// Sends a request by hand, for what the typed client cannot express.
+async fn raw(method: &str, url: String, auth: Option<&str>, body: Option<(&str, &str)>) -> Raw {
+    let http = reqwest::Client::new();
+    let mut request = http.request(method.parse().unwrap(), url);
+    if let Some(auth) = auth {
+        request = request.header("authorization", auth);
+    }
+    if let Some((content_type, body)) = body {
+        request = request
+            .header(CONTENT_TYPE, content_type)
+            .body(body.to_owned());
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Raw {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn url(sandbox: &Sandbox, path: &str) -> String {
+    format!("{}{path}", sandbox.base_url())
+}
+
+fn bearer(sandbox: &Sandbox) -> String {
+    format!("Bearer {}", sandbox.key(Plan::Pro))
+}
+
+/// The error object, with `status` equal to the HTTP status, and the rate-limit headers.
+fn assert_error(response: &Raw, status: u16, code: &str) {
+    assert_eq!(response.status, status, "{:?}", response.body);
+    assert_eq!(response.body["code"], code, "{:?}", response.body);
+    assert_eq!(response.body["status"], status);
+    assert!(
+        response.body["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
+    assert_eq!(response.headers[CONTENT_TYPE], "application/json");
+    assert_quota_headers(response);
+}
+
+fn assert_quota_headers(response: &Raw) {
+    for name in [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+    ] {
+        let value = response
+            .headers
+            .get(name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        value.to_str().unwrap().parse::<u64>().unwrap();
+    }
+}
+
+/// A client that neither retries nor paces, so that it shows what the sandbox answers.
+fn client(sandbox: &Sandbox, plan: Plan) -> PetStoreClient {
+    sandbox_client(sandbox, sandbox.key(plan), RetryPolicy::none())
+        .quota_pacing(false)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn every_route_requires_a_known_bearer_key() {
+    let sandbox = Sandbox::start().await.unwrap();
+    for (method, path) in [
+        ("GET", "/pets"),
+        ("POST", "/pets"),
+        ("GET", "/pets/1"),
+        ("GET", "/nowhere"),
+    ] {
+        for auth in [
+            None,
+            Some("Basic dXNlcjpwYXNz"),
+            Some("Bearer "),
+            Some("Bearer not-a-key"),
+            Some("sandbox-pro-key"),
+        ] {
+            let response = raw(method, url(&sandbox, path), auth, None).await;
+            assert_error(&response, 401, "unauthorized");
+        }
+    }
+    let error = sandbox_client(&sandbox, "wrong", RetryPolicy::none())
+        .build()
+        .unwrap()
+        .list_pets()
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_unauthorized());
+    assert!(
+        error.quota().is_some(),
+        "a 401 carries the rate-limit headers too"
+    );
+}
+
+#[tokio::test]
+async fn pets_are_created_listed_filtered_and_fetched() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = client(&sandbox, Plan::Pro);
+    assert!(client.list_pets().send().await.unwrap().is_empty());
+
+    let rex = client
+        .create_pet(NewPet::new("Rex", 3))
+        .send()
+        .await
+        .unwrap();
+    let misty = client
+        .create_pet(NewPet::new("Misty", 4).status(PetStatus::Pending))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((rex.id.get(), misty.id.get()), (1, 2));
+    assert_eq!(rex.status, Some(PetStatus::Available), "the default status");
+    assert_eq!(rex.category_id, CategoryId::new(3));
+
+    assert_eq!(
+        client.list_pets().send().await.unwrap(),
+        vec![rex.clone(), misty.clone()]
+    );
+    let pending = client
+        .list_pets()
+        .status(PetStatus::Pending)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pending, vec![misty]);
+    assert!(
+        client
+            .list_pets()
+            .status(PetStatus::Sold)
+            .send()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    #[allow(deprecated)]
+    let response = client.get_pet(rex.id).send_with_meta().await.unwrap();
+    assert_eq!(response.value(), &rex);
+    let sunset = response.deprecation().and_then(|d| d.sunset).unwrap();
+    assert_eq!(sunset.to_rfc3339(), "2030-12-05T00:00:00+00:00");
+
+    #[allow(deprecated)]
+    let missing = client.get_pet(99).send().await.unwrap_err();
+    assert!(missing.is_not_found());
+    assert_eq!(missing.api_error().unwrap().code(), Some("not_found"));
+}
+
+#[tokio::test]
+async fn limit_defaults_to_20_and_accepts_1_to_100() {
+    let seed = (0..120).map(|i| NewPet::new(format!("pet {i}"), 1));
+    let sandbox = Sandbox::builder().pets(seed).start().await.unwrap();
+    let client = client(&sandbox, Plan::Pro);
+
+    assert_eq!(client.list_pets().send().await.unwrap().len(), 20);
+    assert_eq!(client.list_pets().limit(1).send().await.unwrap().len(), 1);
+    let hundred = client.list_pets().limit(100).send().await.unwrap();
+    assert_eq!(hundred.len(), 100);
+    assert!(
+        hundred.windows(2).all(|w| w[0].id < w[1].id),
+        "ordered by id"
+    );
+
+    let auth = bearer(&sandbox);
+    for query in [
+        "limit=0",
+        "limit=101",
+        "limit=abc",
+        "limit=-1",
+        "status=lost",
+    ] {
+        let response = raw(
+            "GET",
+            url(&sandbox, &format!("/pets?{query}")),
+            Some(&auth),
+            None,
+        )
+        .await;
+        assert_error(&response, 400, "invalid_request");
+    }
+    let ignored = raw("GET", url(&sandbox, "/pets?page=2"), Some(&auth), None).await;
+    assert_eq!(ignored.status, 200);
+    assert!(ignored.body.is_array(), "a bare array");
+}
+
+#[tokio::test]
+async fn invalid_creation_bodies_are_rejected() {
+    let sandbox = Sandbox::builder()
+        .max_body_bytes(1024)
+        .start()
+        .await
+        .unwrap();
+    let auth = bearer(&sandbox);
+    let json = "application/json";
+    let long_name = format!(r#"{{"name":"{}","categoryId":1}}"#, "x".repeat(101));
+    let too_large = format!(r#"{{"name":"{}","categoryId":1}}"#, "x".repeat(2000));
+    let cases = [
+        (json, r#"{"categoryId":1}"#, 400, "invalid_request"),
+        (json, r#"{"name":"Rex"}"#, 400, "invalid_request"),
+        (json, r#"{"name":7,"categoryId":1}"#, 400, "invalid_request"),
+        (
+            json,
+            r#"{"name":"Rex","categoryId":"1"}"#,
+            400,
+            "invalid_request",
+        ),
+        (
+            json,
+            r#"{"name":"Rex","categoryId":1.5}"#,
+            400,
+            "invalid_request",
+        ),
+        (
+            json,
+            r#"{"name":"Rex","categoryId":1,"status":"lost"}"#,
+            400,
+            "invalid_request",
+        ),
+        (
+            json,
+            r#"{"name":"  ","categoryId":1}"#,
+            400,
+            "invalid_request",
+        ),
+        (json, &long_name, 400, "invalid_request"),
+        (json, "[1, 2]", 400, "invalid_request"),
+        (json, "not json", 400, "invalid_request"),
+        (json, &too_large, 413, "payload_too_large"),
+        (
+            "text/plain",
+            r#"{"name":"Rex","categoryId":1}"#,
+            415,
+            "unsupported_media_type",
+        ),
+    ];
+    for (content_type, body, status, code) in cases {
+        let response = raw(
+            "POST",
+            url(&sandbox, "/pets"),
+            Some(&auth),
+            Some((content_type, body)),
+        )
+        .await;
+        assert_error(&response, status, code);
+    }
+    let with_id = raw(
+        "POST",
+        url(&sandbox, "/pets"),
+        Some(&auth),
+        Some((json, r#"{"id":77,"name":"Rex","categoryId":1}"#)),
+    )
+    .await;
+    assert_eq!(with_id.status, 201);
+    assert_eq!(with_id.body["id"], 1, "a client-sent id is ignored");
+    assert_quota_headers(&with_id);
+}
+
+#[tokio::test]
+async fn unknown_routes_methods_and_ids() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let auth = bearer(&sandbox);
+    assert_error(
+        &raw("GET", url(&sandbox, "/pets/abc"), Some(&auth), None).await,
+        400,
+        "invalid_request",
+    );
+    assert_error(
+        &raw(
+            "GET",
+            url(&sandbox, "/pets/99999999999999999999"),
+            Some(&auth),
+            None,
+        )
+        .await,
+        400,
+        "invalid_request",
+    );
+    assert_error(
+        &raw("GET", url(&sandbox, "/pets/5"), Some(&auth), None).await,
+        404,
+        "not_found",
+    );
+    assert_error(
+        &raw("GET", url(&sandbox, "/orders"), Some(&auth), None).await,
+        404,
+        "not_found",
+    );
+    assert_error(
+        &raw("DELETE", url(&sandbox, "/pets"), Some(&auth), None).await,
+        405,
+        "method_not_allowed",
+    );
+    assert_error(
+        &raw("PUT", url(&sandbox, "/pets/1"), Some(&auth), None).await,
+        405,
+        "method_not_allowed",
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn over_the_limit_a_429_tells_exactly_when_the_window_frees() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = client(&sandbox, Plan::Free);
+    for used in 1..=60u64 {
+        let response = client.list_pets().send_with_meta().await.unwrap();
+        let quota = response.quota().unwrap();
+        assert_eq!((quota.limit, quota.remaining), (60, 60 - used));
+    }
+    let reset = client.quota().unwrap().reset;
+    assert_eq!(reset.timestamp() % 60, 0, "windows end on whole minutes");
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(error.is_rate_limited());
+    assert_eq!(error.api_error().unwrap().code(), Some("rate_limited"));
+    let quota = error.quota().unwrap();
+    assert_eq!((quota.remaining, quota.reset), (0, reset));
+    let wait = error.retry_after().unwrap();
+    assert!(
+        wait >= Duration::from_secs(1) && wait <= Duration::from_secs(60),
+        "{wait:?}"
+    );
+
+    // After the wait, the next window has its whole allowance: the 429 was not counted.
+    tokio::time::sleep(wait).await;
+    let fresh = client.list_pets().send_with_meta().await.unwrap();
+    assert_eq!(fresh.quota().unwrap().remaining, 59);
+    assert!(fresh.quota().unwrap().reset > reset);
+}
+
+#[tokio::test(start_paused = true)]
+async fn calling_on_during_the_retry_after_gets_the_key_banned_until_it_expires() {
+    let sandbox = Sandbox::builder()
+        .key(
+            "tiny",
+            Plan::Enterprise {
+                per_minute: 1,
+                per_day: 1_000,
+            },
+        )
+        .start()
+        .await
+        .unwrap();
+    let auth = Some("Bearer tiny");
+    let list = url(&sandbox, "/pets");
+    assert_eq!(raw("GET", list.clone(), auth, None).await.status, 200);
+    let limited = raw("GET", list.clone(), auth, None).await;
+    assert_error(&limited, 429, "rate_limited");
+    assert!(limited.headers.contains_key("retry-after"));
+
+    // Nine more calls during the wait are still plain 429s; the tenth is a ban.
+    for _ in 0..9 {
+        assert_error(
+            &raw("GET", list.clone(), auth, None).await,
+            429,
+            "rate_limited",
+        );
+    }
+    let banned = raw("GET", list.clone(), auth, None).await;
+    assert_error(&banned, 429, "key_banned");
+    assert_eq!(banned.headers["retry-after"], "600");
+    assert_eq!(sandbox.stats().bans(), 1);
+
+    tokio::time::sleep(Duration::from_secs(599)).await;
+    assert_error(
+        &raw("GET", list.clone(), auth, None).await,
+        429,
+        "key_banned",
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        raw("GET", list, auth, None).await.status,
+        200,
+        "the ban expires by itself"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_day_window_binds_once_it_has_fewer_requests_left() {
+    let sandbox = Sandbox::builder()
+        .key(
+            "daily",
+            Plan::Enterprise {
+                per_minute: 10,
+                per_day: 15,
+            },
+        )
+        .day_window(Duration::from_secs(600))
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "daily", RetryPolicy::none())
+        .quota_pacing(false)
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        client.list_pets().send().await.unwrap();
+    }
+    let minute_reset = client.quota().unwrap().reset;
+    assert_eq!(client.quota().unwrap().limit, 10);
+
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    for _ in 0..5 {
+        client.list_pets().send().await.unwrap();
+    }
+    let quota = client.quota().unwrap();
+    assert_eq!((quota.limit, quota.remaining), (15, 0));
+    assert_eq!(quota.reset.timestamp() % 600, 0);
+    assert!(quota.reset > minute_reset);
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(error.is_rate_limited());
+    assert_eq!(error.quota().unwrap().reset, quota.reset);
+}
+
+#[tokio::test(start_paused = true)]
+async fn injected_latency_and_statuses() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = client(&sandbox, Plan::Pro);
+    sandbox.inject(
+        Fault::latency(Duration::from_secs(3))
+            .route(Route::ListPets)
+            .times(1),
+    );
+    let start = Instant::now();
+    client.list_pets().send().await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+    client.list_pets().send().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(3),
+        "the latency applied once"
+    );
+
+    for status in [500, 502, 503, 504] {
+        sandbox.inject(Fault::status(status).retry_after(2).times(1));
+        let error = client.list_pets().send().await.unwrap_err();
+        assert_eq!(error.status(), Some(status));
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(2)));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    sandbox.inject(Fault::status(500).route(Route::CreatePet));
+    client.list_pets().send().await.unwrap();
+    assert!(
+        client
+            .create_pet(NewPet::new("Rex", 1))
+            .send()
+            .await
+            .is_err()
+    );
+    sandbox.clear_faults();
+    client
+        .create_pet(NewPet::new("Rex", 1))
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn injected_broken_connections_and_bodies() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = client(&sandbox, Plan::Pro);
+    client
+        .create_pet(NewPet::new("Rex", 1))
+        .send()
+        .await
+        .unwrap();
+
+    sandbox.inject(Fault::drop_connection().times(1));
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+
+    sandbox.inject(Fault::truncated_body().times(1));
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+
+    sandbox.inject(Fault::non_json_body(502).times(1));
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(error.status(), Some(502));
+    assert!(
+        error
+            .api_error()
+            .unwrap()
+            .body_snippet()
+            .unwrap()
+            .contains("<html>")
+    );
+
+    sandbox.inject(Fault::non_json_body(200).times(1));
+    let error = client.list_pets().send().await.unwrap_err();
+    assert!(error.is_decode(), "{error:?}");
+
+    assert_eq!(
+        client.list_pets().send().await.unwrap().len(),
+        1,
+        "faults are used up"
+    );
+    let log = sandbox.request_log();
+    assert_eq!(log.len(), 6);
+    assert_eq!(log[1].status, None, "the dropped connection got no answer");
+}
+
+#[tokio::test]
+async fn a_fraction_of_requests_can_fail() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = client(&sandbox, Plan::Pro);
+    sandbox.inject(Fault::status(503).fraction(0.5));
+    let mut failed = 0;
+    for _ in 0..100 {
+        failed += usize::from(client.list_pets().send().await.is_err());
+    }
+    assert!((30..=70).contains(&failed), "{failed} of 100 failed");
+}
+
+#[tokio::test]
+async fn counters_log_every_request_per_route_and_key() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let pro = client(&sandbox, Plan::Pro);
+    let free = client(&sandbox, Plan::Free);
+    pro.create_pet(NewPet::new("Rex", 1)).send().await.unwrap();
+    pro.list_pets().send().await.unwrap();
+    free.list_pets().send().await.unwrap();
+    #[allow(deprecated)]
+    free.get_pet(1).send().await.unwrap();
+    raw("GET", url(&sandbox, "/pets"), None, None).await;
+
+    let stats = sandbox.stats();
+    assert_eq!(stats.total(), 5);
+    assert_eq!(stats.requests(Route::ListPets), 3);
+    assert_eq!(stats.requests(Route::CreatePet), 1);
+    assert_eq!(stats.requests(Route::GetPet), 1);
+    assert_eq!(stats.requests_for_key(sandbox.key(Plan::Pro)), 2);
+    assert_eq!(stats.requests_for_key(sandbox.key(Plan::Free)), 2);
+    let statuses: Vec<_> = sandbox.request_log().iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [Some(201), Some(200), Some(200), Some(200), Some(401)]
+    );
+}
+
+#[tokio::test]
+async fn sandboxes_run_side_by_side_and_shut_down() {
+    let first = Sandbox::start().await.unwrap();
+    let second = Sandbox::start().await.unwrap();
+    assert_ne!(first.base_url(), second.base_url());
+    assert!(first.base_url().as_str().ends_with("/v1"));
+    assert_eq!(first.keys().count(), 4);
+    client(&first, Plan::Free)
+        .create_pet(NewPet::new("Rex", 1))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        client(&second, Plan::Free)
+            .list_pets()
+            .send()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let base_url = first.base_url().clone();
+    first.shutdown().await;
+    let client = PetStoreClient::builder()
+        .base_url(base_url)
+        .api_key("sandbox-free-key")
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    assert!(client.list_pets().send().await.unwrap_err().is_connect());
+}
