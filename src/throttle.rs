@@ -31,6 +31,8 @@ struct State {
     cooldown_until: Option<Instant>,
     latest: Option<Quota>,
     window: Option<Window>,
+    /// The service answered without rate-limit headers, so there is no budget to pace by.
+    unmetered: bool,
     in_flight: u64,
 }
 
@@ -138,7 +140,12 @@ impl Throttle {
         if !self.pacing {
             return None;
         }
-        let window = state.window.as_mut()?;
+        let Some(window) = state.window.as_mut() else {
+            // Until a response tells the budget, one request at a time: a burst of concurrent
+            // first calls could otherwise overshoot the limit, and the overshoot counts as
+            // calling on after a 429.
+            return (!state.unmetered && state.in_flight > 0).then_some(Hold::Quota(None));
+        };
         let mut reopens_in = window.reset.map(|reset| {
             reset
                 .checked_add_signed(RESET_MARGIN)
@@ -176,8 +183,12 @@ impl Throttle {
 impl Permit<'_> {
     /// The request got a response; resynchronise the budget with the quota it reported.
     pub(crate) fn complete(self, quota: Option<Quota>) {
+        let mut state = self.throttle.lock();
+        if quota.is_none() && state.window.is_none() {
+            state.unmetered = true;
+        }
         if let Some(quota) = quota {
-            let mut state = self.throttle.lock();
+            state.unmetered = false;
             state.latest = Some(quota);
             match &mut state.window {
                 Some(window) if window.reset == Some(quota.reset) => {

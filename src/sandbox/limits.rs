@@ -16,11 +16,11 @@ pub(super) struct UnixClock {
 }
 
 impl UnixClock {
-    pub(super) fn new() -> Self {
+    /// A clock that reads `start` (the system time if `None`) now.
+    pub(super) fn new(start: Option<SystemTime>) -> Self {
+        let start = start.unwrap_or_else(SystemTime::now);
         Self {
-            wall: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
+            wall: start.duration_since(UNIX_EPOCH).unwrap_or_default(),
             instant: Instant::now(),
         }
     }
@@ -43,6 +43,7 @@ pub(super) struct Limits {
     pub(super) day_window: Duration,
     pub(super) ban_threshold: u32,
     pub(super) ban_duration: Duration,
+    pub(super) clock_start: Option<SystemTime>,
 }
 
 /// What the rate-limit headers say, for the window that binds.
@@ -92,7 +93,7 @@ impl Limiter {
     pub(super) fn new(limits: Limits, keys: impl IntoIterator<Item = (String, Plan)>) -> Self {
         Self {
             limits,
-            clock: UnixClock::new(),
+            clock: UnixClock::new(limits.clock_start),
             keys: keys
                 .into_iter()
                 .map(|(key, plan)| {

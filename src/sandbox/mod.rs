@@ -198,6 +198,14 @@ impl SandboxBuilder {
         self
     }
 
+    /// What the sandbox's wall clock reads at start (the system time by default); from then on
+    /// it advances with tokio's clock. Pinning it makes window boundaries predictable in
+    /// tests. A client paces by the real time, so use this with `quota_pacing(false)`.
+    pub fn clock_start(mut self, start: std::time::SystemTime) -> Self {
+        self.limits.clock_start = Some(start);
+        self
+    }
+
     /// The largest creation body accepted; 64 KiB by default.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
@@ -314,6 +322,7 @@ impl Sandbox {
                 day_window: Duration::from_secs(86_400),
                 ban_threshold: 10,
                 ban_duration: Duration::from_secs(600),
+                clock_start: None,
             },
             max_body_bytes: 64 * 1024,
             pets: Vec::new(),

@@ -227,6 +227,7 @@ async fn admit(
 
 fn status_code_name(status: StatusCode) -> &'static str {
     match status.as_u16() {
+        429 => "rate_limited",
         502 => "bad_gateway",
         503 => "service_unavailable",
         504 => "gateway_timeout",

@@ -1,0 +1,210 @@
+//! Rate-limit discipline end to end against the sandbox, under a paused clock: the cooldown
+//! gate, quota pacing with 64 concurrent tasks, the ceiling on a spent daily quota, and no ban
+//! under a load far over the limit.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::sandbox_client;
+use petstore::sandbox::{Fault, Plan, Sandbox};
+use petstore::{Error, PetStoreClient, RetryPolicy};
+use tokio::time::Instant;
+
+/// Statuses the sandbox answered, in order of arrival, with their arrival instants.
+fn answered(sandbox: &Sandbox, status: u16) -> Vec<Instant> {
+    sandbox
+        .request_log()
+        .into_iter()
+        .filter(|r| r.status == Some(status))
+        .map(|r| r.at)
+        .collect()
+}
+
+/// `tasks` tasks sharing `client` call `list_pets` back to back for `run`; returns how many
+/// successes each rate-limit window (by its reset) counted.
+async fn hammer(
+    client: &PetStoreClient,
+    tasks: usize,
+    run: Duration,
+) -> BTreeMap<DateTime<Utc>, u64> {
+    let until = Instant::now() + run;
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut resets = Vec::new();
+                while Instant::now() < until {
+                    let response = client.list_pets().limit(1).send_with_meta().await.unwrap();
+                    resets.push(response.quota().unwrap().reset);
+                }
+                resets
+            })
+        })
+        .collect();
+    let mut per_window = BTreeMap::new();
+    for handle in handles {
+        for reset in handle.await.unwrap() {
+            *per_window.entry(reset).or_default() += 1;
+        }
+    }
+    per_window
+}
+
+/// The full windows of a run: all but the first and the last, which the run only partly
+/// covers.
+fn full_windows(per_window: &BTreeMap<DateTime<Utc>, u64>) -> Vec<u64> {
+    let counts: Vec<u64> = per_window.values().copied().collect();
+    counts[1..counts.len() - 1].to_vec()
+}
+
+#[tokio::test(start_paused = true)]
+async fn pacing_holds_the_request_that_would_exceed_the_limit_until_the_reset() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .build()
+        .unwrap();
+    for _ in 0..60 {
+        client.list_pets().send().await.unwrap();
+    }
+    let quota = client.quota().unwrap();
+    assert_eq!(quota.remaining, 0);
+    let start = Instant::now();
+    let start_wall = Utc::now();
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(response.quota().unwrap().remaining, 59, "a fresh window");
+    assert!(
+        answered(&sandbox, 429).is_empty(),
+        "the request was sent into a 429"
+    );
+    // It waited for the reset plus the one-second margin of the pacer, and no longer.
+    let until_reset = (quota.reset - start_wall).to_std().unwrap();
+    let waited = start.elapsed();
+    assert!(waited >= until_reset, "{waited:?} < {until_reset:?}");
+    assert!(
+        waited <= until_reset + Duration::from_millis(1_500),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_429_no_request_of_64_tasks_reaches_the_server_during_the_cooldown() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
+        .build()
+        .unwrap();
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let error = client
+        .list_pets()
+        .retry_policy(RetryPolicy::none())
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_rate_limited());
+    let limited_at = answered(&sandbox, 429)[0];
+
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().send().await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+
+    let cooldown_end = limited_at + Duration::from_secs(30);
+    let log = sandbox.request_log();
+    let during = log
+        .iter()
+        .filter(|r| r.at > limited_at && r.at < cooldown_end)
+        .count();
+    assert_eq!(during, 0, "requests reached the server during the cooldown");
+    assert_eq!(log.iter().filter(|r| r.at >= cooldown_end).count(), 64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
+    for plan in [
+        Plan::Free,
+        Plan::Enterprise {
+            per_minute: 100,
+            per_day: 100_000,
+        },
+    ] {
+        let sandbox = Sandbox::builder().key("paced", plan).start().await.unwrap();
+        let client = sandbox_client(&sandbox, "paced", RetryPolicy::default())
+            .build()
+            .unwrap();
+
+        let per_window = hammer(&client, 64, Duration::from_secs(5 * 60)).await;
+
+        assert_eq!(
+            answered(&sandbox, 429).len(),
+            0,
+            "{plan:?}: a request was sent into a 429"
+        );
+        let limit = u64::from(plan.per_minute());
+        for used in full_windows(&per_window) {
+            assert_eq!(
+                used, limit,
+                "{plan:?}: a window was not used to the full: {per_window:?}"
+            );
+        }
+        assert_eq!(sandbox.stats().bans(), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_times_the_limit_never_gets_the_key_banned() {
+    // 64 tasks calling back to back want far more than ten times the Free plan's 60 a minute.
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::default())
+        .build()
+        .unwrap();
+
+    let per_window = hammer(&client, 64, Duration::from_secs(10 * 60)).await;
+
+    let stats = sandbox.stats();
+    assert_eq!(stats.bans(), 0);
+    assert_eq!(answered(&sandbox, 429).len(), 0);
+    assert!(
+        full_windows(&per_window).iter().all(|used| *used == 60),
+        "{per_window:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_daily_quota_fails_at_once_instead_of_waiting_for_tomorrow() {
+    let sandbox = Sandbox::builder()
+        .key(
+            "daily",
+            Plan::Enterprise {
+                per_minute: 100,
+                per_day: 10,
+            },
+        )
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "daily", RetryPolicy::default())
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        client.list_pets().send().await.unwrap();
+    }
+    let start = Instant::now();
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(matches!(error, Error::Throttled { .. }), "{error:?}");
+    assert!(error.is_rate_limited());
+    assert!(error.retry_after().unwrap() > RetryPolicy::default().max_server_wait());
+    assert_eq!(error.quota().unwrap().remaining, 0);
+    assert_eq!(sandbox.stats().total(), 10, "the request was sent anyway");
+}
