@@ -170,17 +170,18 @@ async fn admit(
             headers,
             retry_after,
         }) => {
-            let message = format!("rate limit exceeded; retry after {retry_after} s");
-            let response = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+            let response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "rate limit exceeded",
+            );
             return with_quota(with_retry_after(response, retry_after), headers);
         }
         Some(Verdict::Banned {
             headers,
             retry_after,
         }) => {
-            let message = format!(
-                "the API key is banned for calling on after 429; retry after {retry_after} s"
-            );
+            let message = "the API key is banned for calling on after a 429";
             let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
             return with_quota(with_retry_after(response, retry_after), headers);
         }

@@ -1,0 +1,199 @@
+//! The whole API at work: `cargo run --example quickstart`.
+//!
+//! With `PETSTORE_BASE_URL` and `PETSTORE_API_KEY` set, it talks to that deployment; otherwise it
+//! starts the crate's embedded sandbox server on loopback and says so.
+
+use std::time::{Duration, Instant};
+
+use petstore::sandbox::{Plan, Sandbox};
+use petstore::{NewPet, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
+
+type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+#[tokio::main]
+async fn main() -> Result {
+    // Shows the client's warnings, such as the deprecation notice of getPet.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .init();
+    let configured = std::env::var_os("PETSTORE_BASE_URL").is_some()
+        && std::env::var_os("PETSTORE_API_KEY").is_some();
+    let (client, sandbox) = if configured {
+        let client = PetStoreClient::from_env()?;
+        println!("Using the deployment at {}", client.base_url());
+        (client, None)
+    } else {
+        let sandbox = Sandbox::start().await?;
+        println!(
+            "PETSTORE_BASE_URL and PETSTORE_API_KEY are not set: started the embedded sandbox at {} (Pro plan key).",
+            sandbox.base_url()
+        );
+        let client = PetStoreClient::builder()
+            .base_url(sandbox.base_url())
+            .api_key(sandbox.key(Plan::Pro))
+            .build()?;
+        (client, Some(sandbox))
+    };
+
+    println!("\n1. createPet (POST /pets)");
+    let mut created = Vec::new();
+    for new_pet in [
+        NewPet::new("Rex", 3).status(PetStatus::Available),
+        NewPet::new("Misty", 4).status(PetStatus::Pending),
+        NewPet::new("Tom", 3).status(PetStatus::Sold),
+    ] {
+        let pet = client.create_pet(new_pet).send().await?;
+        println!("   created {:<36} {}", describe(&pet), quota(&client));
+        created.push(pet);
+    }
+
+    println!("\n2. listPets (GET /pets)");
+    let all = client.list_pets().send().await?;
+    println!(
+        "   no filter, default limit 20: {:<15} {}",
+        count(&all),
+        quota(&client)
+    );
+    let available = client
+        .list_pets()
+        .status(PetStatus::Available)
+        .limit(2)
+        .send()
+        .await?;
+    println!(
+        "   status=available, limit=2:   {:<15} {}",
+        count(&available),
+        quota(&client)
+    );
+    for pet in &available {
+        println!("     {}", describe(pet));
+    }
+
+    println!("\n3. getPet (GET /pets/{{petId}}), deprecated");
+    #[allow(deprecated)] // shown on purpose; see the migration below
+    let response = client.get_pet(created[0].id).send_with_meta().await?;
+    println!(
+        "   fetched {:<36} {}",
+        describe(response.value()),
+        quota(&client)
+    );
+    match response.deprecation().and_then(|notice| notice.sunset) {
+        Some(sunset) => println!(
+            "   the service announces its removal on {}",
+            sunset.date_naive()
+        ),
+        None => println!(
+            "   the service sent no Sunset header; the specification removes it on 2030-12-05"
+        ),
+    }
+    println!("   replacement: client.list_pets().status(PetStatus::Available) and find the id");
+
+    match sandbox {
+        Some(sandbox) => rate_limits(&sandbox).await?,
+        None => {
+            println!("\n4. Rate limits: skipped against a real deployment, to spare your quota.")
+        }
+    }
+    Ok(())
+}
+
+/// A small plan with two-second windows, so the limits show within seconds.
+async fn rate_limits(sandbox: &Sandbox) -> Result {
+    const LIMIT: u32 = 5;
+    println!("\n4. Rate limits, on a sandbox key limited to {LIMIT} requests per 2-second window");
+    let small = Sandbox::builder()
+        .key(
+            "small-plan",
+            Plan::Enterprise {
+                per_minute: LIMIT,
+                per_day: 10_000,
+            },
+        )
+        .minute_window(Duration::from_secs(2))
+        .start()
+        .await?;
+    let client = PetStoreClient::builder()
+        .base_url(small.base_url())
+        .api_key("small-plan")
+        .build()?;
+    for _ in 0..LIMIT {
+        client.list_pets().limit(1).send().await?;
+    }
+    println!("   {LIMIT} requests sent: {}", quota(&client));
+    let start = Instant::now();
+    client.list_pets().limit(1).send().await?;
+    println!(
+        "   request {}: the client held it {:.1} s until the window reset, then sent it: no 429",
+        LIMIT + 1,
+        start.elapsed().as_secs_f64()
+    );
+
+    let unpaced = PetStoreClient::builder()
+        .base_url(small.base_url())
+        .api_key("small-plan")
+        .quota_pacing(false)
+        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .build()?;
+    let start = Instant::now();
+    let mut attempts = 0;
+    for _ in 0..LIMIT {
+        attempts = unpaced
+            .list_pets()
+            .limit(1)
+            .send_with_meta()
+            .await?
+            .attempts();
+    }
+    let limited = small
+        .request_log()
+        .iter()
+        .filter(|r| r.status == Some(429))
+        .count();
+    println!(
+        "   with pacing off, {LIMIT} more requests: the service answered 429 {limited} time(s); the client waited out Retry-After and retried (last call: {attempts} attempts, {:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "   bans: {} (the service bans keys that keep calling after a 429)",
+        small.stats().bans()
+    );
+    println!(
+        "\nRequests the main sandbox served: {}",
+        sandbox.stats().total()
+    );
+    Ok(())
+}
+
+fn describe(pet: &Pet) -> String {
+    let status = pet.status.as_ref().map_or("no status", PetStatus::as_str);
+    format!(
+        "#{} {} (category {}, {status})",
+        pet.id, pet.name, pet.category_id
+    )
+}
+
+fn count(pets: &[Pet]) -> String {
+    format!(
+        "{} pet{}",
+        pets.len(),
+        if pets.len() == 1 { "" } else { "s" }
+    )
+}
+
+fn quota(client: &PetStoreClient) -> String {
+    client.quota().map_or_else(
+        || "quota: not reported".to_owned(),
+        |Quota {
+             limit,
+             remaining,
+             reset,
+             ..
+         }| {
+            format!(
+                "quota {remaining}/{limit} left until {}",
+                reset.format("%H:%M:%S UTC")
+            )
+        },
+    )
+}
