@@ -260,8 +260,14 @@ impl PetStoreClientBuilder {
         self
     }
 
-    /// Whether to hold requests when the quota the service reported is spent, until the
-    /// window resets, instead of sending them into a certain 429. On by default.
+    /// Whether to pace requests by the quota the service reports. On by default: until a
+    /// response tells the budget, one request at a time; then, when the window's budget
+    /// (minus the requests in flight) is spent, requests wait for the reset instead of going
+    /// into a certain 429.
+    ///
+    /// Off, only the service's 429s hold the client back. Many concurrent tasks then overshoot
+    /// the limit in bursts before the first 429 comes back, and a service that counts the
+    /// overshoot as calling on after a 429 may ban the key (`examples/rate_limits.rs` shows it).
     pub fn quota_pacing(mut self, enabled: bool) -> Self {
         self.quota_pacing = enabled;
         self

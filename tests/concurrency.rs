@@ -172,3 +172,65 @@ async fn clones_dropped_mid_flight_do_not_disturb_the_others() {
     assert_eq!(completed, 50);
     assert!(seen.load(Ordering::SeqCst) >= 50);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
+    let sandbox = petstore::sandbox::Sandbox::builder()
+        .key(
+            "big",
+            petstore::sandbox::Plan::Enterprise {
+                per_minute: 400,
+                per_day: 100_000,
+            },
+        )
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .unwrap();
+    let client = PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key("big")
+        .http_client(http)
+        .attempt_timeout(None)
+        .build()
+        .unwrap();
+
+    let calls: Vec<_> = (0..1000)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send_with_meta().await })
+        })
+        .collect();
+    let mut remaining_by_window = std::collections::BTreeMap::new();
+    for call in calls {
+        let quota = call.await.unwrap().unwrap().quota().unwrap();
+        remaining_by_window
+            .entry(quota.reset)
+            .or_insert_with(Vec::new)
+            .push(quota.remaining);
+    }
+
+    // Each response of a window saw a different `remaining` (every request counted once), no
+    // window took more than its 400, and the windows before the last were used to the full.
+    let used: Vec<usize> = remaining_by_window.values().map(Vec::len).collect();
+    assert_eq!(used.iter().sum::<usize>(), 1000);
+    assert!(used[..used.len() - 1].iter().all(|n| *n == 400), "{used:?}");
+    for remaining in remaining_by_window.values_mut() {
+        let responses = remaining.len();
+        remaining.sort_unstable();
+        remaining.dedup();
+        assert_eq!(
+            remaining.len(),
+            responses,
+            "two responses saw the same remaining"
+        );
+        assert!(responses <= 400);
+    }
+    assert_eq!(sandbox.stats().total(), 1000);
+    assert!(sandbox.request_log().iter().all(|r| r.status == Some(200)));
+    let last = client.quota().unwrap();
+    assert_eq!(last.reset, *remaining_by_window.keys().last().unwrap());
+}
