@@ -138,6 +138,11 @@ pub mod __bench {
     }
 }
 
+/// The README's examples, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Compile-time proof that the client, its builders, their futures and the error can cross
 /// threads.
 const _: () = {
