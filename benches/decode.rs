@@ -14,7 +14,7 @@ fn decode(c: &mut Criterion) {
         let body = support::pets_json(n).into_bytes();
         let mut group = c.benchmark_group(format!("decode_{n}"));
         group.bench_function("crate", |b| {
-            b.iter(|| petstore::__bench::decode_pets(black_box(&body)).unwrap());
+            b.iter(|| petstore::__private::decode_pets(black_box(&body)).unwrap());
         });
         group.bench_function("raw", |b| {
             b.iter(|| serde_json::from_slice::<Vec<Pet>>(black_box(&body)).unwrap());

@@ -16,6 +16,7 @@ async fn main() -> Result {
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::WARN)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let configured = std::env::var_os("PETSTORE_BASE_URL").is_some()
         && std::env::var_os("PETSTORE_API_KEY").is_some();

@@ -124,10 +124,10 @@ pub use quota::Quota;
 pub use response::Response;
 pub use retry::RetryPolicy;
 
-/// Not public API: the crate's decode path, exposed for `benches/decode.rs` only. It may
-/// change or go away in any release.
+/// Not public API: the crate's decode path and header parsers, exposed for `benches/` and the
+/// fuzz targets in `fuzz/` only. They may change or go away in any release.
 #[doc(hidden)]
-pub mod __bench {
+pub mod __private {
     /// Decodes a `listPets` body exactly as a call does.
     pub fn decode_pets(body: &[u8]) -> crate::Result<Vec<crate::Pet>> {
         crate::http::decode(
@@ -135,6 +135,34 @@ pub mod __bench {
             ::http::StatusCode::OK,
             body,
         )
+    }
+
+    /// Runs every response-header parser over `headers`, given as `name: value` lines.
+    pub fn parse_headers(headers: &[u8]) {
+        let mut map = ::http::HeaderMap::new();
+        for line in headers.split(|b| *b == b'\n') {
+            let Some(colon) = line.iter().position(|b| *b == b':') else {
+                continue;
+            };
+            let (name, value) = (&line[..colon], &line[colon + 1..]);
+            if let (Ok(name), Ok(value)) = (
+                ::http::HeaderName::from_bytes(name),
+                ::http::HeaderValue::from_bytes(value),
+            ) {
+                map.append(name, value);
+            }
+        }
+        let now = chrono::Utc::now();
+        let _ = crate::quota::Quota::from_headers(&map);
+        let _ = crate::quota::retry_after(&map, now);
+        let _ = crate::deprecation::Deprecation::from_headers(&map);
+        let _ = crate::error::ApiError::from_response(
+            ::http::StatusCode::TOO_MANY_REQUESTS,
+            &map,
+            headers,
+            None,
+            now,
+        );
     }
 }
 

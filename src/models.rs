@@ -308,3 +308,76 @@ impl NewPet {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn status() -> impl Strategy<Value = PetStatus> {
+        prop_oneof![
+            Just(PetStatus::Available),
+            Just(PetStatus::Pending),
+            Just(PetStatus::Sold),
+            "[a-z_]{1,12}"
+                .prop_map(|s| serde_json::from_value(serde_json::Value::String(s)).unwrap()),
+        ]
+    }
+
+    fn pet() -> impl Strategy<Value = Pet> {
+        (
+            any::<i64>(),
+            "\\PC{0,40}",
+            any::<i64>(),
+            proptest::option::of(status()),
+        )
+            .prop_map(|(id, name, category_id, status)| Pet {
+                id: PetId::new(id),
+                name,
+                category_id: CategoryId::new(category_id),
+                status,
+            })
+    }
+
+    #[test]
+    fn pets_match_the_wire_format() {
+        let json = r#"[{"id":1,"name":"Rex","categoryId":3,"status":"available"},{"id":2,"name":"Tom","categoryId":4}]"#;
+        let pets: Vec<Pet> = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            pets,
+            vec![
+                Pet::new(1, "Rex", 3).status(PetStatus::Available),
+                Pet::new(2, "Tom", 4)
+            ]
+        );
+        assert_eq!(serde_json::to_string(&pets).unwrap(), json);
+        let new_pet = NewPet::new("Rex", 3);
+        assert_eq!(
+            serde_json::to_string(&new_pet).unwrap(),
+            r#"{"name":"Rex","categoryId":3}"#
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = serde_json::from_slice::<Vec<Pet>>(&body);
+            let _ = serde_json::from_slice::<NewPet>(&body);
+        }
+
+        #[test]
+        fn pets_round_trip(pets in proptest::collection::vec(pet(), 0..8)) {
+            let json = serde_json::to_vec(&pets).unwrap();
+            prop_assert_eq!(serde_json::from_slice::<Vec<Pet>>(&json).unwrap(), pets);
+        }
+
+        #[test]
+        fn statuses_round_trip_through_text(status in status()) {
+            if status.is_known() {
+                prop_assert_eq!(status.as_str().parse::<PetStatus>().unwrap(), status.clone());
+            }
+            let json = serde_json::to_string(&status).unwrap();
+            prop_assert_eq!(serde_json::from_str::<PetStatus>(&json).unwrap(), status);
+        }
+    }
+}

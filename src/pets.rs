@@ -98,7 +98,7 @@ macro_rules! sends {
                 self
             }
 
-            #[doc = concat!("Sends the request and returns the ", stringify!($value), ".")]
+            #[doc = concat!("Sends the request and returns the `", stringify!($value), "`.")]
             ///
             /// # Errors
             ///
