@@ -337,12 +337,13 @@ impl PetStoreClientBuilder {
     }
 
     fn parse_base_url(&self) -> Result<Url> {
-        let raw = self.base_url.as_deref().ok_or_else(|| {
+        let given = self.base_url.as_deref().ok_or_else(|| {
             Error::config(format!(
                 "no base URL: call base_url() or set {BASE_URL_ENV}"
             ))
         })?;
-        let mut url = Url::parse(raw.trim())
+        let raw = &*without_password(given);
+        let mut url = Url::parse(given.trim())
             .map_err(|e| Error::config(format!("the base URL `{raw}` is not a valid URL: {e}")))?;
         if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
             return Err(Error::config(format!(
@@ -365,11 +366,21 @@ impl PetStoreClientBuilder {
                 "refusing to send the API key in clear text to `{raw}`: use https, or allow_insecure_http(true)"
             )));
         }
-        if !url.path().ends_with('/') {
-            let path = format!("{}/", url.path());
-            url.set_path(&path);
-        }
+        // Exactly one trailing slash, so that `pets` joins as `/v1/pets`.
+        let path = format!("{}/", url.path().trim_end_matches('/'));
+        url.set_path(&path);
         Ok(url)
+    }
+}
+
+/// The base URL as errors show it: a password in it is masked.
+fn without_password(raw: &str) -> std::borrow::Cow<'_, str> {
+    match Url::parse(raw.trim()) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("***"));
+            url.as_str().to_owned().into()
+        }
+        _ => raw.into(),
     }
 }
 

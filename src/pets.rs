@@ -148,14 +148,14 @@ impl ListPets {
 
     fn into_call(self) -> Result<(PetStoreClient, Call)> {
         let mut url = self.client.inner.pets_url.clone();
-        if let Some(limit) = self.limit {
-            if !LIMIT_RANGE.contains(&limit) {
-                return Err(Error::InvalidArgument {
-                    name: "limit",
-                    value: limit.to_string(),
-                    expected: "the API accepts 1 to 100",
-                });
-            }
+        if let Some(limit) = self.limit
+            && !LIMIT_RANGE.contains(&limit)
+        {
+            return Err(Error::InvalidArgument {
+                name: "limit",
+                value: limit.to_string(),
+                expected: "the API accepts 1 to 100",
+            });
         }
         if self.limit.is_some() || self.status.is_some() {
             let mut query = url.query_pairs_mut();

@@ -276,3 +276,25 @@ fn a_per_call_retry_policy_does_not_change_the_client() {
     assert!(format!("{call:?}").contains("max_retries: 0"));
     assert!(format!("{client:?}").contains("max_retries: 3"));
 }
+
+#[test]
+fn extra_trailing_slashes_still_reach_v1_pets() {
+    for url in [
+        "https://petstore.example.com/v1//",
+        "https://petstore.example.com/v1///",
+    ] {
+        let client = builder_at(url).build().unwrap();
+        assert_eq!(
+            client.base_url().as_str(),
+            "https://petstore.example.com/v1/"
+        );
+    }
+}
+
+#[test]
+fn a_password_in_the_base_url_is_masked_in_errors() {
+    assert_config_error(
+        builder_at("http://user:hunter2@example.com/v1"),
+        "refusing to send the API key in clear text to `http://user:***@example.com/v1`: use https, or allow_insecure_http(true)",
+    );
+}
