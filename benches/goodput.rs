@@ -21,6 +21,7 @@ struct Run {
     limited: usize,
     limited_after_first_window: usize,
     bans: u64,
+    during_cooldown: u64,
     gave_up: usize,
 }
 
@@ -78,6 +79,7 @@ async fn run(pacing: bool) -> Run {
             .filter(|r| r.status == Some(429) && r.at >= first_window_end)
             .count(),
         bans: sandbox.stats().bans(),
+        during_cooldown: sandbox.stats().during_cooldown(),
         gave_up,
     }
 }
@@ -109,11 +111,12 @@ fn main() {
             )
         };
         println!(
-            "| {} | {} | {share} | {} | {} | {} | {} |",
+            "| {} | {} | {share} | {} | {} | {} | {} | {} |",
             if pacing { "on" } else { "off" },
             counts.iter().sum::<u64>(),
             run.limited,
             run.limited_after_first_window,
+            run.during_cooldown,
             run.bans,
             run.gave_up,
         );

@@ -124,6 +124,7 @@ async fn after_a_429_no_request_of_64_tasks_reaches_the_server_during_the_cooldo
         .filter(|r| r.at > limited_at && r.at < cooldown_end)
         .count();
     assert_eq!(during, 0, "requests reached the server during the cooldown");
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
     assert_eq!(log.iter().filter(|r| r.at >= cooldown_end).count(), 64);
 }
 
@@ -156,6 +157,7 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
             );
         }
         assert_eq!(sandbox.stats().bans(), 0);
+        assert_eq!(sandbox.stats().during_cooldown(), 0);
     }
 }
 
@@ -171,6 +173,7 @@ async fn ten_times_the_limit_never_gets_the_key_banned() {
 
     let stats = sandbox.stats();
     assert_eq!(stats.bans(), 0);
+    assert_eq!(stats.during_cooldown(), 0);
     assert_eq!(answered(&sandbox, 429).len(), 0);
     assert!(
         full_windows(&per_window).iter().all(|used| *used == 60),

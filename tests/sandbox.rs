@@ -414,6 +414,8 @@ async fn the_day_window_binds_once_it_has_fewer_requests_left() {
             },
         )
         .day_window(Duration::from_secs(600))
+        // The start of a 600 s window, so that the run stays within one.
+        .clock_start(std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
         .start()
         .await
         .unwrap();

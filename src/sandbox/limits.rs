@@ -87,6 +87,7 @@ pub(super) struct Limiter {
     clock: UnixClock,
     keys: HashMap<String, KeyState>,
     bans: u64,
+    early: u64,
 }
 
 impl Limiter {
@@ -109,6 +110,7 @@ impl Limiter {
                 })
                 .collect(),
             bans: 0,
+            early: 0,
         }
     }
 
@@ -118,6 +120,11 @@ impl Limiter {
 
     pub(super) fn bans(&self) -> u64 {
         self.bans
+    }
+
+    /// Requests that arrived while their key was told to wait (a `Retry-After` or a ban).
+    pub(super) fn early(&self) -> u64 {
+        self.early
     }
 
     /// The untouched minute window of the Free plan, for responses to unauthenticated requests.
@@ -154,12 +161,14 @@ impl Limiter {
         };
 
         if let Some(until) = state.banned_until.filter(|until| *until > now) {
+            self.early += 1;
             return Some(Verdict::Banned {
                 headers: binding.headers(),
                 retry_after: ceil_secs(until - now),
             });
         }
         if let Some(until) = state.cooldown_until.filter(|until| *until > now) {
+            self.early += 1;
             state.strikes += 1;
             if state.strikes >= limits.ban_threshold {
                 state.banned_until = Some(now + limits.ban_duration);

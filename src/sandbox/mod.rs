@@ -370,11 +370,13 @@ impl Sandbox {
     #[must_use]
     pub fn stats(&self) -> Stats {
         let log = lock(&self.shared.log);
+        let limiter = lock(&self.shared.limiter);
         Stats {
             total: log.total,
             per_route: log.per_route.clone(),
             per_key: log.per_key.clone(),
-            bans: lock(&self.shared.limiter).bans(),
+            bans: limiter.bans(),
+            during_cooldown: limiter.early(),
         }
     }
 
@@ -448,6 +450,7 @@ pub struct Stats {
     per_route: HashMap<Route, u64>,
     per_key: HashMap<String, u64>,
     bans: u64,
+    during_cooldown: u64,
 }
 
 impl Stats {
@@ -473,5 +476,12 @@ impl Stats {
     #[must_use]
     pub fn bans(&self) -> u64 {
         self.bans
+    }
+
+    /// Requests that arrived while their key had been told to wait: during the `Retry-After`
+    /// of a 429, or during a ban. A well-behaved client sends none.
+    #[must_use]
+    pub fn during_cooldown(&self) -> u64 {
+        self.during_cooldown
     }
 }
