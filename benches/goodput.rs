@@ -92,9 +92,9 @@ fn main() {
         .unwrap();
     println!("{TASKS} tasks, Free plan (60 per 60 s window), {WINDOWS} windows, paused clock");
     println!(
-        "| pacing | calls that succeeded | allowance used (full windows) | 429s | 429s after the first window | bans | tasks that gave up |"
+        "| pacing | calls that succeeded | allowance used (full windows) | 429s | 429s after the first window | requests during a cooldown | bans | tasks that gave up |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for pacing in [true, false] {
         let run = rt.block_on(run(pacing));
         let counts: Vec<u64> = run.per_window.values().copied().collect();

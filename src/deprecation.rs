@@ -1,7 +1,10 @@
 //! The `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) response headers.
 
 use chrono::{DateTime, Utc};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
+
+const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
+const SUNSET: HeaderName = HeaderName::from_static("sunset");
 
 /// The service's notice that an operation is deprecated, from the `Deprecation` (RFC 9745)
 /// and `Sunset` (RFC 8594) response headers.
@@ -22,8 +25,8 @@ pub struct Deprecation {
 
 impl Deprecation {
     pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
-        let deprecation = headers.get("deprecation");
-        let sunset = headers.get("sunset");
+        let deprecation = headers.get(&DEPRECATION);
+        let sunset = headers.get(&SUNSET);
         if deprecation.is_none() && sunset.is_none() {
             return None;
         }

@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
-use http::HeaderMap;
 use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName};
 
 /// The rate-limit quota the service reported on a response.
 ///
@@ -36,9 +36,10 @@ pub struct Quota {
     pub reset: DateTime<Utc>,
 }
 
-const LIMIT: &str = "x-ratelimit-limit";
-const REMAINING: &str = "x-ratelimit-remaining";
-const RESET: &str = "x-ratelimit-reset";
+// Parsed names, so that reading the headers of every response parses no name.
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 impl Quota {
     /// A quota, for tests of code that consumes quotas.
@@ -65,9 +66,9 @@ impl Quota {
 
     /// Reads the three headers; any of them missing, repeated or malformed gives `None`.
     pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
-        let limit = single_integer(headers, LIMIT)?;
-        let remaining = single_integer(headers, REMAINING)?;
-        let reset = i64::try_from(single_integer(headers, RESET)?).ok()?;
+        let limit = single_integer(headers, &LIMIT)?;
+        let remaining = single_integer(headers, &REMAINING)?;
+        let reset = i64::try_from(single_integer(headers, &RESET)?).ok()?;
         Some(Self {
             limit,
             remaining,
@@ -77,7 +78,7 @@ impl Quota {
 }
 
 /// The value of a header that must appear exactly once, as a non-negative decimal integer.
-fn single_integer(headers: &HeaderMap, name: &str) -> Option<u64> {
+fn single_integer(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -260,9 +261,9 @@ mod tests {
         #[test]
         fn quota_round_trips(limit in any::<u64>(), remaining in any::<u64>(), reset in 0i64..253_402_300_799) {
             let map = headers(&[
-                (LIMIT, &limit.to_string()),
-                (REMAINING, &remaining.to_string()),
-                (RESET, &reset.to_string()),
+                (LIMIT.as_str(), &limit.to_string()),
+                (REMAINING.as_str(), &remaining.to_string()),
+                (RESET.as_str(), &reset.to_string()),
             ]);
             prop_assert_eq!(
                 Quota::from_headers(&map),

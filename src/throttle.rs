@@ -85,18 +85,16 @@ impl Throttle {
         operation: &'static str,
         max_wait: Duration,
     ) -> Result<Permit<'_>, Error> {
+        if let Ok(permit) = self.try_admit() {
+            return Ok(permit);
+        }
         loop {
             let mut changed = pin!(self.changed.notified());
             changed.as_mut().enable();
-            let (hold, quota) = {
-                let mut state = self.lock();
-                match self.hold(&mut state) {
-                    None => {
-                        state.in_flight += 1;
-                        return Ok(Permit { throttle: self });
-                    }
-                    Some(hold) => (hold, state.latest),
-                }
+            // Look again, now that no change can be missed.
+            let (hold, quota) = match self.try_admit() {
+                Ok(permit) => return Ok(permit),
+                Err(held) => held,
             };
             let deadline = match hold {
                 Hold::Cooldown(until) | Hold::Quota(Some(until)) => Some(until),
@@ -125,6 +123,18 @@ impl Throttle {
                 }
                 None => changed.await,
             }
+        }
+    }
+
+    /// A permit if a request may go now; otherwise why not, with the latest quota.
+    fn try_admit(&self) -> Result<Permit<'_>, (Hold, Option<Quota>)> {
+        let mut state = self.lock();
+        match self.hold(&mut state) {
+            None => {
+                state.in_flight += 1;
+                Ok(Permit { throttle: self })
+            }
+            Some(hold) => Err((hold, state.latest)),
         }
     }
 
@@ -183,7 +193,11 @@ impl Throttle {
 impl Permit<'_> {
     /// The request got a response; resynchronise the budget with the quota it reported.
     pub(crate) fn complete(self, quota: Option<Quota>) {
-        let mut state = self.throttle.lock();
+        let throttle = self.throttle;
+        // Released here, under the same lock as the resynchronisation, rather than in `drop`.
+        std::mem::forget(self);
+        let mut state = throttle.lock();
+        state.in_flight -= 1;
         if quota.is_none() && state.window.is_none() {
             state.unmetered = true;
         }
@@ -205,6 +219,8 @@ impl Permit<'_> {
                 }
             }
         }
+        drop(state);
+        throttle.changed.notify_waiters();
     }
 }
 
