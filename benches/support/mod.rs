@@ -120,7 +120,11 @@ pub fn crate_client(addr: SocketAddr, http: reqwest::Client) -> PetStoreClient {
         .unwrap()
 }
 
-/// The baseline: the same request by hand, with `reqwest` and `serde_json`.
+/// The crate's default per-attempt timeout, which the baseline applies too (same settings).
+const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The baseline: the same request by hand, with `reqwest` and `serde_json`, and the same
+/// per-request timeout as the crate's default.
 pub struct Raw {
     http: reqwest::Client,
     list_url: String,
@@ -142,6 +146,7 @@ impl Raw {
         let response = self
             .http
             .get(&self.list_url)
+            .timeout(ATTEMPT_TIMEOUT)
             .header("authorization", &self.authorization)
             .header("accept", "application/json")
             .send()
@@ -155,6 +160,7 @@ impl Raw {
         let response = self
             .http
             .post(&self.pets_url)
+            .timeout(ATTEMPT_TIMEOUT)
             .header("authorization", &self.authorization)
             .header("accept", "application/json")
             .header("content-type", "application/json")
