@@ -3,14 +3,11 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
-
 use chrono::{TimeZone, Utc};
 use common::{
-    API_KEY, BEARER, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request, assert_api_error,
-    builder, client, expect_once, fixtures, json, mount_list, mount_list_queries, only_request,
-    start, with_quota,
+    API_KEY, BEARER, Captured, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request,
+    assert_api_error, builder, capture, client, expect_once, fixtures, json, mount_list,
+    mount_list_queries, only_request, start, with_quota,
 };
 use petstore::{Error, NewPet, Pet, PetStatus, Quota};
 use wiremock::ResponseTemplate;
@@ -257,31 +254,15 @@ async fn send_with_meta_exposes_status_headers_quota_and_attempts() {
     assert_eq!(response.into_value(), listed_pets());
 }
 
-/// Collects what a `tracing` fmt subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn deprecation_warnings(&self, operation: &str) -> usize {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .filter(|line| {
-                line.contains("WARN") && line.contains("reports this operation as deprecated")
-            })
-            .filter(|line| line.contains(&format!("operation=\"{operation}\"")))
-            .count()
-    }
+fn deprecation_warnings(captured: &Captured, operation: &str) -> usize {
+    captured
+        .text()
+        .lines()
+        .filter(|line| {
+            line.contains("WARN") && line.contains("reports this operation as deprecated")
+        })
+        .filter(|line| line.contains(&format!("operation=\"{operation}\"")))
+        .count()
 }
 
 fn deprecated(template: ResponseTemplate) -> ResponseTemplate {
@@ -300,14 +281,7 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_clien
         .mount(&server)
         .await;
     mount_list(&server, deprecated(json(200, "[]")), 1).await;
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = capture(tracing::Level::WARN);
     let first = client(&server);
 
     let response = first.get_pet(42).send_with_meta().await.unwrap();
@@ -319,31 +293,27 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_clien
     );
     let sunset = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).single();
     assert_eq!(notice.sunset, sunset);
-    assert_eq!(captured.deprecation_warnings("getPet"), 1);
+    assert_eq!(deprecation_warnings(&captured, "getPet"), 1);
 
     first.clone().get_pet(42).send().await.unwrap();
     assert_eq!(
-        captured.deprecation_warnings("getPet"),
+        deprecation_warnings(&captured, "getPet"),
         1,
         "a clone is the same client"
     );
 
     first.list_pets().send().await.unwrap();
     assert_eq!(
-        captured.deprecation_warnings("listPets"),
+        deprecation_warnings(&captured, "listPets"),
         1,
         "each operation warns"
     );
 
     client(&server).get_pet(42).send().await.unwrap();
     assert_eq!(
-        captured.deprecation_warnings("getPet"),
+        deprecation_warnings(&captured, "getPet"),
         2,
         "a new client warns again"
     );
-    assert!(
-        !String::from_utf8(captured.0.lock().unwrap().clone())
-            .unwrap()
-            .contains(API_KEY)
-    );
+    assert!(!captured.text().contains(API_KEY));
 }

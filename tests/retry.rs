@@ -4,6 +4,8 @@
 //! The clients here have no per-attempt timeout and no idle-pool timer: with a paused clock,
 //! tokio jumps to the next timer whenever it waits for I/O, which would fire such timers early.
 
+mod common;
+
 use std::time::{Duration, SystemTime};
 
 use petstore::{Error, NewPet, PetStoreClient, RetryPolicy};
@@ -405,27 +407,6 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
     assert_eq!(start.elapsed(), Duration::from_secs(10));
 }
 
-/// A `tracing` writer that keeps everything in memory.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn each_retry_is_logged_with_its_reason_delay_and_source() {
     let server = MockServer::start().await;
@@ -436,14 +417,7 @@ async fn each_retry_is_logged_with_its_reason_delay_and_source() {
         .mount(&server)
         .await;
     sequence(&server, "GET", 1, status(503), ok(PETS)).await;
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = common::capture(tracing::Level::DEBUG);
 
     client(&server, no_jitter())
         .list_pets()

@@ -1,8 +1,9 @@
 //! The API key never appears in `Debug`, `Display`, error source chains or logs, through a
 //! whole session that exercises every path (success, retries, errors of every kind).
 
+mod common;
+
 use std::error::Error as _;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use petstore::{Error, NewPet, PetStoreClient, RetryPolicy};
@@ -10,20 +11,6 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const KEY: &str = "sk_live_SECRET_9f8e7d6c5b4a";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Every way an error can be shown: `Debug`, `Display`, alternate forms, and its sources.
 fn renderings(error: &Error) -> Vec<String> {
@@ -89,14 +76,7 @@ fn configuration_errors_hide_the_key() {
 
 #[tokio::test]
 async fn a_whole_session_with_retries_never_shows_the_key() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = common::capture(tracing::Level::TRACE);
 
     let server = MockServer::start().await;
     let pet = r#"{"id":1,"name":"Rex","categoryId":3}"#;
@@ -188,7 +168,7 @@ async fn a_whole_session_with_retries_never_shows_the_key() {
             assert_hidden("an error", &text);
         }
     }
-    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let text = logs.text();
     assert!(
         text.contains("retrying"),
         "the session did not retry:\n{text}"

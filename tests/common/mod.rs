@@ -224,3 +224,37 @@ pub fn sandbox_client(
         .attempt_timeout(None)
         .retry_policy(policy)
 }
+
+/// Collects what a `tracing` fmt subscriber writes.
+#[derive(Clone, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Captures this thread's `tracing` output up to `level`, until the guard is dropped.
+pub fn capture(level: tracing::Level) -> (Captured, tracing::subscriber::DefaultGuard) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(level)
+        .with_ansi(false)
+        .finish();
+    (captured, tracing::subscriber::set_default(subscriber))
+}
