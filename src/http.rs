@@ -112,8 +112,8 @@ impl PetStoreClient {
                 Ok(exchange) => {
                     span.record("status", exchange.status.as_u16());
                     let quota = Quota::from_headers(&exchange.headers);
-                    permit.complete(quota);
                     if exchange.status.is_success() {
+                        permit.complete(quota);
                         return self.finish(operation, exchange, quota, attempt);
                     }
                     let now = inner.throttle.clock().now_utc();
@@ -133,6 +133,8 @@ impl PetStoreClient {
                             .throttle
                             .cool_down(server_wait.unwrap_or(policy.initial_delay()));
                     }
+                    // Only now, with the gate closed, may a held request look again.
+                    permit.complete(quota);
                     (
                         classify_status(&method, status, server_wait),
                         Error::from(error),
