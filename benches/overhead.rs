@@ -7,26 +7,11 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use petstore::NewPet;
-use support::{Raw, crate_client, http_client, start_server};
-use tokio::task::JoinSet;
-
-/// Runs `n` calls made by `call` concurrently, as separate tasks.
-async fn fan_out<T, F>(n: usize, call: impl Fn() -> F) -> Vec<T>
-where
-    T: Send + 'static,
-    F: Future<Output = T> + Send + 'static,
-{
-    let mut set = JoinSet::new();
-    for _ in 0..n {
-        set.spawn(call());
-    }
-    set.join_all().await
-}
+use support::{Raw, crate_client, fan_out, http_client, start_server};
 
 fn overhead(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use petstore::{NewPet, PetStoreClient};
-use support::{Raw, crate_client, http_client, start_server};
+use support::{Raw, crate_client, fan_out, http_client, start_server};
 use tokio::runtime::Runtime;
-use tokio::task::JoinSet;
 
 const ROUNDS: usize = 41;
 const CALLS_PER_BATCH: usize = 256;
@@ -42,10 +41,9 @@ fn batch(
     let start = Instant::now();
     rt.block_on(async {
         for _ in 0..CALLS_PER_BATCH / concurrency {
-            let mut set = JoinSet::new();
-            for _ in 0..concurrency {
+            fan_out(concurrency, || {
                 let (client, raw) = (client.clone(), raw.clone());
-                set.spawn(async move {
+                async move {
                     match (side, call) {
                         (Side::Crate, Call::List) => {
                             client.list_pets().limit(100).send().await.unwrap();
@@ -64,9 +62,9 @@ fn batch(
                             raw.create_pet(&NewPet::new("Rex", 3)).await;
                         }
                     }
-                });
-            }
-            set.join_all().await;
+                }
+            })
+            .await;
         }
     });
     start.elapsed()

@@ -1,6 +1,8 @@
 //! Cancelling calls (dropping their futures) at every stage leaves the cooldown gate and the
 //! quota pacer consistent, and clones can come and go mid-flight.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,15 +188,7 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
         .start()
         .await
         .unwrap();
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(None)
-        .build()
-        .unwrap();
-    let client = PetStoreClient::builder()
-        .base_url(sandbox.base_url())
-        .api_key("big")
-        .http_client(http)
-        .attempt_timeout(None)
+    let client = common::sandbox_client(&sandbox, "big", RetryPolicy::default())
         .build()
         .unwrap();
 

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use petstore::{NewPet, Pet, PetStoreClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 
 pub const KEY: &str = "sk_bench_key";
 
@@ -171,4 +172,17 @@ impl Raw {
         assert!(response.status().is_success());
         serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
     }
+}
+
+/// Runs `n` calls made by `call` concurrently, as separate tasks.
+pub async fn fan_out<T, F>(n: usize, call: impl Fn() -> F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T> + Send + 'static,
+{
+    let mut set = JoinSet::new();
+    for _ in 0..n {
+        set.spawn(call());
+    }
+    set.join_all().await
 }
