@@ -7,14 +7,14 @@ mod support;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use petstore::Pet;
+use petstore_client::Pet;
 
 fn decode(c: &mut Criterion) {
     for n in [100usize, 1000] {
         let body = support::pets_json(n).into_bytes();
         let mut group = c.benchmark_group(format!("decode_{n}"));
         group.bench_function("crate", |b| {
-            b.iter(|| petstore::__private::decode_pets(black_box(&body)).unwrap());
+            b.iter(|| petstore_client::__private::decode_pets(black_box(&body)).unwrap());
         });
         group.bench_function("raw", |b| {
             b.iter(|| serde_json::from_slice::<Vec<Pet>>(black_box(&body)).unwrap());

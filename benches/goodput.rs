@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use petstore::sandbox::{Plan, Sandbox};
-use petstore::{PetStoreClient, RetryPolicy};
+use petstore_client::sandbox::{Plan, Sandbox};
+use petstore_client::{PetStoreClient, RetryPolicy};
 use tokio::time::Instant;
 
 const TASKS: usize = 64;

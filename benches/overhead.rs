@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use petstore::NewPet;
+use petstore_client::NewPet;
 use support::{Raw, crate_client, fan_out, http_client, start_server};
 
 fn overhead(c: &mut Criterion) {

@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use petstore::{NewPet, PetStoreClient};
+use petstore_client::{NewPet, PetStoreClient};
 use support::{Raw, crate_client, fan_out, http_client, start_server};
 use tokio::runtime::Runtime;
 

@@ -5,7 +5,7 @@
 //!     cargo run --example create_pet -- Rex 3
 //! ```
 
-use petstore::{NewPet, PetStatus, PetStoreClient};
+use petstore_client::{NewPet, PetStatus, PetStoreClient};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

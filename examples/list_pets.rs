@@ -5,7 +5,7 @@
 //!     cargo run --example list_pets -- available
 //! ```
 
-use petstore::{PetStatus, PetStoreClient};
+use petstore_client::{PetStatus, PetStoreClient};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

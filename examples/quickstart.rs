@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use petstore::sandbox::{Plan, Sandbox};
-use petstore::{NewPet, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
+use petstore_client::sandbox::{Plan, Sandbox};
+use petstore_client::{NewPet, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
 
 type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 

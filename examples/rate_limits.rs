@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use petstore::sandbox::{Plan, Sandbox};
-use petstore::{PetStoreClient, RetryPolicy};
+use petstore_client::sandbox::{Plan, Sandbox};
+use petstore_client::{PetStoreClient, RetryPolicy};
 
 const TASKS: usize = 32;
 const RUN: Duration = Duration::from_secs(6);

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use petstore::sandbox::Sandbox;
+use petstore_client::sandbox::Sandbox;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -32,9 +32,9 @@ const DEFAULT_MAX_RESPONSE_BODY: usize = 8 * 1024 * 1024;
 /// wrapping it in an `Arc`. Its `Debug` output never shows the API key.
 ///
 /// ```no_run
-/// use petstore::{NewPet, PetStatus, PetStoreClient};
+/// use petstore_client::{NewPet, PetStatus, PetStoreClient};
 ///
-/// # async fn run() -> petstore::Result<()> {
+/// # async fn run() -> petstore_client::Result<()> {
 /// let client = PetStoreClient::builder()
 ///     .base_url("https://petstore.example.com/v1")
 ///     .api_key("my-api-key")
@@ -82,8 +82,8 @@ impl PetStoreClient {
     /// [`PetStoreClientBuilder::build`].
     ///
     /// ```no_run
-    /// let client = petstore::PetStoreClient::from_env()?;
-    /// # Ok::<(), petstore::Error>(())
+    /// let client = petstore_client::PetStoreClient::from_env()?;
+    /// # Ok::<(), petstore_client::Error>(())
     /// ```
     pub fn from_env() -> Result<Self> {
         PetStoreClientBuilder::from_env().build()
@@ -138,13 +138,13 @@ impl fmt::Debug for Redacted {
 /// | [`call_timeout`](Self::call_timeout) | none: the whole call, retries and waits included |
 /// | [`retry_policy`](Self::retry_policy) | [`RetryPolicy::default()`] |
 /// | [`quota_pacing`](Self::quota_pacing) | on |
-/// | [`user_agent`](Self::user_agent) | `petstore-rust/<crate version>` |
+/// | [`user_agent`](Self::user_agent) | `petstore-client/<crate version>` |
 /// | [`max_response_body`](Self::max_response_body) | 8 MiB |
 /// | [`allow_insecure_http`](Self::allow_insecure_http) | off: plain `http://` only to loopback |
 ///
 /// ```
 /// use std::time::Duration;
-/// use petstore::{PetStoreClient, RetryPolicy};
+/// use petstore_client::{PetStoreClient, RetryPolicy};
 ///
 /// let client = PetStoreClient::builder()
 ///     .base_url("https://petstore.example.com/v1")
@@ -153,7 +153,7 @@ impl fmt::Debug for Redacted {
 ///     .retry_policy(RetryPolicy::default().with_max_retries(5))
 ///     .build()?;
 /// assert!(!format!("{client:?}").contains("my-api-key"));
-/// # Ok::<(), petstore::Error>(())
+/// # Ok::<(), petstore_client::Error>(())
 /// ```
 #[must_use]
 #[derive(Clone)]
@@ -240,7 +240,7 @@ impl PetStoreClientBuilder {
         self
     }
 
-    /// The `User-Agent` header; `petstore-rust/<crate version>` by default.
+    /// The `User-Agent` header; `petstore-client/<crate version>` by default.
     pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
         self.user_agent = Some(user_agent.into());
         self
@@ -302,7 +302,9 @@ impl PetStoreClientBuilder {
         let user_agent = match &self.user_agent {
             Some(agent) => HeaderValue::from_str(agent)
                 .map_err(|_| Error::config("the user agent is not a valid HTTP header value"))?,
-            None => HeaderValue::from_static(concat!("petstore-rust/", env!("CARGO_PKG_VERSION"))),
+            None => {
+                HeaderValue::from_static(concat!("petstore-client/", env!("CARGO_PKG_VERSION")))
+            }
         };
         let (http, connect_timeout) = match self.http_client {
             Some(client) => (client, None),

@@ -19,8 +19,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// [`Error::is_rate_limited`], ...), which stay meaningful as variants are added.
 ///
 /// ```no_run
-/// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
-/// use petstore::{Error, NewPet};
+/// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+/// use petstore_client::{Error, NewPet};
 ///
 /// match client.create_pet(NewPet::new("Rex", 3)).send().await {
 ///     Ok(pet) => println!("created {}", pet.id),
@@ -317,7 +317,7 @@ impl From<ApiError> for Error {
 ///
 /// ```
 /// use std::time::Duration;
-/// use petstore::{ApiError, Error};
+/// use petstore_client::{ApiError, Error};
 ///
 /// let error = Error::from(
 ///     ApiError::new(429, "rate_limited", "Rate limit exceeded")

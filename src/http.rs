@@ -68,7 +68,7 @@ const ERROR_BODY_CAP: usize = 64 * 1024;
 impl PetStoreClient {
     pub(crate) async fn execute<T: DeserializeOwned>(&self, call: Call) -> Result<Response<T>> {
         let span = tracing::debug_span!(
-            "petstore",
+            "petstore_client",
             operation = call.operation.name(),
             method = %call.operation.method(),
             path = call.url.path(),

@@ -17,10 +17,10 @@
 //! # Getting started
 //!
 //! ```no_run
-//! use petstore::{NewPet, PetStatus, PetStoreClient};
+//! use petstore_client::{NewPet, PetStatus, PetStoreClient};
 //!
 //! #[tokio::main]
-//! async fn main() -> petstore::Result<()> {
+//! async fn main() -> petstore_client::Result<()> {
 //!     // Or PetStoreClient::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY.
 //!     let client = PetStoreClient::builder()
 //!         .base_url("https://petstore.example.com/v1")
@@ -51,9 +51,9 @@
 //! invalid arguments (caught before anything is sent) are variants of their own:
 //!
 //! ```no_run
-//! # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+//! # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
 //! match client.list_pets().limit(500).send().await {
-//!     Err(petstore::Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
+//!     Err(petstore_client::Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
 //!     other => println!("{other:?}"),
 //! }
 //! # Ok(())
@@ -85,7 +85,7 @@
 //!
 //! # Logging
 //!
-//! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore` span per
+//! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore_client` span per
 //! call (operation, method, path) with an `attempt` span per request (status), an `INFO` event
 //! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
 //! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.

@@ -13,7 +13,7 @@ macro_rules! id_newtype {
         /// mixed up with other identifiers.
         ///
         /// ```
-        #[doc = concat!("use petstore::", stringify!($name), ";")]
+        #[doc = concat!("use petstore_client::", stringify!($name), ";")]
         ///
         #[doc = concat!("let id: ", stringify!($name), " = \"", $example, "\".parse()?;")]
         #[doc = concat!("assert_eq!(id, ", stringify!($name), "::from(", $example, "));")]
@@ -86,7 +86,7 @@ id_newtype!(
 /// unchanged.
 ///
 /// ```
-/// use petstore::PetStatus;
+/// use petstore_client::PetStatus;
 ///
 /// let status: PetStatus = "pending".parse()?;
 /// assert_eq!(status, PetStatus::Pending);
@@ -209,7 +209,7 @@ impl<'de> Deserialize<'de> for PetStatus {
 /// An animal in the store's catalogue (`Pet` in the specification).
 ///
 /// ```
-/// use petstore::{CategoryId, Pet, PetId, PetStatus};
+/// use petstore_client::{CategoryId, Pet, PetId, PetStatus};
 ///
 /// let pet: Pet = serde_json::from_str(
 ///     r#"{"id": 1, "name": "Rex", "categoryId": 3, "status": "available"}"#,
@@ -238,7 +238,7 @@ impl Pet {
     /// A pet with no status, for tests and fixtures of code that consumes pets.
     ///
     /// ```
-    /// use petstore::{Pet, PetStatus};
+    /// use petstore_client::{Pet, PetStatus};
     ///
     /// let pet = Pet::new(1, "Rex", 3).status(PetStatus::Sold);
     /// assert_eq!(pet.status, Some(PetStatus::Sold));
@@ -268,7 +268,7 @@ impl Pet {
 /// The creation payload of a pet (`NewPet` in the specification); the service assigns the id.
 ///
 /// ```
-/// use petstore::{NewPet, PetStatus};
+/// use petstore_client::{NewPet, PetStatus};
 ///
 /// let new_pet = NewPet::new("Rex", 3).status(PetStatus::Available);
 /// assert_eq!(

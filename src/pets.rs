@@ -14,8 +14,8 @@ impl PetStoreClient {
     /// optionally only those with a [`status`](ListPets::status).
     ///
     /// ```no_run
-    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
-    /// use petstore::PetStatus;
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// use petstore_client::PetStatus;
     ///
     /// let first_twenty = client.list_pets().send().await?;
     /// let sold = client.list_pets().status(PetStatus::Sold).limit(100).send().await?;
@@ -38,8 +38,8 @@ impl PetStoreClient {
     /// twice.
     ///
     /// ```no_run
-    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
-    /// use petstore::{NewPet, PetStatus};
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// use petstore_client::{NewPet, PetStatus};
     ///
     /// let pet = client
     ///     .create_pet(NewPet::new("Rex", 3).status(PetStatus::Available))
@@ -64,7 +64,7 @@ impl PetStoreClient {
     /// [`status`](ListPets::status) filter.
     ///
     /// ```no_run
-    /// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
     /// #[allow(deprecated)]
     /// match client.get_pet(42).send().await {
     ///     Ok(pet) => println!("{}", pet.name),

@@ -18,7 +18,7 @@ use http::{HeaderMap, HeaderName};
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
-/// use petstore::Quota;
+/// use petstore_client::Quota;
 ///
 /// let reset = Utc.timestamp_opt(1_767_225_600, 0).unwrap();
 /// let quota = Quota::new(60, 0, reset);

@@ -11,7 +11,7 @@ use crate::quota::Quota;
 /// Every request builder returns one from `send_with_meta()`; `send()` returns the value alone.
 ///
 /// ```no_run
-/// # async fn run(client: petstore::PetStoreClient) -> petstore::Result<()> {
+/// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
 /// let response = client.list_pets().limit(10).send_with_meta().await?;
 /// if let Some(quota) = response.quota() {
 ///     println!("{} of {} requests left until {}", quota.remaining, quota.limit, quota.reset);

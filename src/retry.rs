@@ -36,7 +36,7 @@ use crate::error::{Error, TimeoutKind};
 ///
 /// ```
 /// use std::time::Duration;
-/// use petstore::RetryPolicy;
+/// use petstore_client::RetryPolicy;
 ///
 /// let patient = RetryPolicy::default()
 ///     .with_max_retries(6)

@@ -9,7 +9,7 @@ use common::{
     API_KEY, BEARER, PETS, QueryIs, api_request, base_url, builder, builder_at, client, json,
     mount_list, mount_list_queries, refused_base_url, start,
 };
-use petstore::{
+use petstore_client::{
     API_KEY_ENV, BASE_URL_ENV, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy,
 };
 use wiremock::matchers::header;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use petstore::{PetStoreClient, RetryPolicy};
+use petstore_client::{PetStoreClient, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::time::{Instant, timeout};
@@ -177,10 +177,10 @@ async fn clones_dropped_mid_flight_do_not_disturb_the_others() {
 
 #[tokio::test(start_paused = true)]
 async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
-    let sandbox = petstore::sandbox::Sandbox::builder()
+    let sandbox = petstore_client::sandbox::Sandbox::builder()
         .key(
             "big",
-            petstore::sandbox::Plan::Enterprise {
+            petstore_client::sandbox::Plan::Enterprise {
                 per_minute: 400,
                 per_day: 100_000,
             },

@@ -10,7 +10,7 @@ use common::{
     PET_42, PETS, api_error, builder, builder_at, client, expect_once, fixtures, json, mount_list,
     raw_server, refused_base_url, start, with_quota,
 };
-use petstore::{Error, PetStatus, Quota, TimeoutKind};
+use petstore_client::{Error, PetStatus, Quota, TimeoutKind};
 use wiremock::{MockServer, ResponseTemplate};
 
 /// A server that answers `GET /v1/pets` once with `template`.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use petstore::{Error, NewPet, PetStoreClient, RetryPolicy, TimeoutKind};
+use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, TimeoutKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -133,18 +133,18 @@ async fn play(script: Script, mut socket: TcpStream, seen: &Seen) {
     }
 }
 
-fn client(addr: SocketAddr) -> petstore::PetStoreClientBuilder {
+fn client(addr: SocketAddr) -> petstore_client::PetStoreClientBuilder {
     PetStoreClient::builder()
         .base_url(format!("http://{addr}/v1"))
         .api_key(KEY)
         .retry_policy(RetryPolicy::default().with_jitter(false))
 }
 
-async fn list(client: &PetStoreClient) -> Result<Vec<petstore::Pet>, Error> {
+async fn list(client: &PetStoreClient) -> Result<Vec<petstore_client::Pet>, Error> {
     client.list_pets().send().await
 }
 
-async fn create(client: &PetStoreClient) -> Result<petstore::Pet, Error> {
+async fn create(client: &PetStoreClient) -> Result<petstore_client::Pet, Error> {
     client.create_pet(NewPet::new("Rex", 3)).send().await
 }
 

@@ -9,7 +9,7 @@ use common::{
     assert_api_error, builder, capture, client, expect_once, fixtures, json, mount_list,
     mount_list_queries, only_request, start, with_quota,
 };
-use petstore::{Error, NewPet, Pet, PetStatus, Quota};
+use petstore_client::{Error, NewPet, Pet, PetStatus, Quota};
 use wiremock::ResponseTemplate;
 use wiremock::matchers::{body_string, header};
 
@@ -197,7 +197,7 @@ async fn every_request_carries_the_bearer_key_accept_and_default_user_agent() {
     assert_eq!(header("authorization"), BEARER);
     assert_eq!(header("accept"), "application/json");
     assert_eq!(header("user-agent"), DEFAULT_USER_AGENT);
-    assert_eq!(DEFAULT_USER_AGENT, "petstore-rust/0.1.0");
+    assert_eq!(DEFAULT_USER_AGENT, "petstore-client/0.1.0");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use common::{
     api_error, client, fixtures, json, mount_list, mount_list_queries, start, with_quota,
 };
-use petstore::Quota;
+use petstore_client::Quota;
 use wiremock::ResponseTemplate;
 
 /// 2031-01-01T00:00:00Z, a reset far enough ahead that pacing never holds a request.

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use petstore::{Error, NewPet, PetStoreClient, RetryPolicy};
+use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -279,7 +279,10 @@ async fn post_is_not_retried_after_an_attempt_timeout() {
         .await
         .unwrap_err();
 
-    assert_eq!(error.timeout_kind(), Some(petstore::TimeoutKind::Attempt));
+    assert_eq!(
+        error.timeout_kind(),
+        Some(petstore_client::TimeoutKind::Attempt)
+    );
     assert_eq!(error.attempts(), 1);
     assert_eq!(requests(&server).await, 1);
 }

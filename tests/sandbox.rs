@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::sandbox_client;
-use petstore::sandbox::{Fault, Plan, Route, Sandbox};
-use petstore::{CategoryId, Error, NewPet, PetStatus, PetStoreClient, RetryPolicy};
+use petstore_client::sandbox::{Fault, Plan, Route, Sandbox};
+use petstore_client::{CategoryId, Error, NewPet, PetStatus, PetStoreClient, RetryPolicy};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
 use tokio::time::Instant;

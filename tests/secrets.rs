@@ -6,7 +6,7 @@ mod common;
 use std::error::Error as _;
 use std::time::Duration;
 
-use petstore::{Error, NewPet, PetStoreClient, RetryPolicy};
+use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 

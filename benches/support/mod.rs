@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use petstore::{NewPet, Pet, PetStoreClient};
+use petstore_client::{NewPet, Pet, PetStoreClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;

@@ -3,10 +3,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use petstore::{NewPet, Pet};
+use petstore_client::{NewPet, Pet};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(pets) = petstore::__private::decode_pets(data) {
+    if let Ok(pets) = petstore_client::__private::decode_pets(data) {
         let again: Vec<Pet> = serde_json::from_slice(&serde_json::to_vec(&pets).unwrap()).unwrap();
         assert_eq!(again, pets);
     }

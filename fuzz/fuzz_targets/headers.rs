@@ -4,4 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| petstore::__private::parse_headers(data));
+fuzz_target!(|data: &[u8]| petstore_client::__private::parse_headers(data));

@@ -7,8 +7,8 @@
 //! rate windows, `Retry-After` and injected latency are exact and instant.
 //!
 //! ```
-//! use petstore::sandbox::{Plan, Sandbox};
-//! use petstore::{NewPet, PetStoreClient};
+//! use petstore_client::sandbox::{Plan, Sandbox};
+//! use petstore_client::{NewPet, PetStoreClient};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {

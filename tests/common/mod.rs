@@ -4,7 +4,7 @@
 
 use std::net::TcpListener;
 
-use petstore::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy};
+use petstore_client::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy};
 use wiremock::matchers::{any, header, method, path};
 use wiremock::{Match, Mock, MockBuilder, MockServer, Request, ResponseTemplate};
 
@@ -13,7 +13,7 @@ pub const API_KEY: &str = "sk_test_SECRET_4242";
 pub const BEARER: &str = "Bearer sk_test_SECRET_4242";
 pub const PETS: &str = "/v1/pets";
 pub const PET_42: &str = "/v1/pets/42";
-pub const DEFAULT_USER_AGENT: &str = concat!("petstore-rust/", env!("CARGO_PKG_VERSION"));
+pub const DEFAULT_USER_AGENT: &str = concat!("petstore-client/", env!("CARGO_PKG_VERSION"));
 
 /// The JSON fixtures in `tests/fixtures`.
 pub mod fixtures {
@@ -209,7 +209,7 @@ pub async fn raw_server(response: &'static [u8]) -> String {
 /// A client of a sandbox for tests under a paused clock: no per-attempt timeout and no idle-pool
 /// timer, since a paused clock jumps to the next timer whenever the runtime waits for I/O.
 pub fn sandbox_client(
-    sandbox: &petstore::sandbox::Sandbox,
+    sandbox: &petstore_client::sandbox::Sandbox,
     key: &str,
     policy: RetryPolicy,
 ) -> PetStoreClientBuilder {
