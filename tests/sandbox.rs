@@ -4,10 +4,11 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::TimeDelta;
 use common::sandbox_client;
-use petstore_client::sandbox::{Fault, Plan, Route, Sandbox};
+use petstore_client::sandbox::{Fault, Plan, Route, Sandbox, SandboxBuilder};
 use petstore_client::{CategoryId, Error, NewPet, PetStatus, PetStoreClient, RetryPolicy};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
@@ -20,10 +21,17 @@ struct Raw {
     body: Value,
 }
 
+/// A plain HTTP client without the idle-pool timer, which a paused clock would jump to.
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .unwrap()
+}
+
 /// Sends a request by hand, for what the typed client cannot express.
 async fn raw(method: &str, url: String, auth: Option<&str>, body: Option<(&str, &str)>) -> Raw {
-    let http = reqwest::Client::new();
-    let mut request = http.request(method.parse().unwrap(), url);
+    let mut request = http().request(method.parse().unwrap(), url);
     if let Some(auth) = auth {
         request = request.header("authorization", auth);
     }
@@ -64,6 +72,36 @@ fn assert_error(response: &Raw, status: u16, code: &str) {
     );
     assert_eq!(response.headers[CONTENT_TYPE], "application/json");
     assert_quota_headers(response);
+}
+
+/// The `Date` of a response, in unix seconds.
+fn date(headers: &reqwest::header::HeaderMap) -> u64 {
+    let date = httpdate::parse_http_date(headers["date"].to_str().unwrap()).unwrap();
+    date.duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// `X-RateLimit-Reset`, in unix seconds.
+fn reset(headers: &reqwest::header::HeaderMap) -> u64 {
+    headers["x-ratelimit-reset"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A sandbox with a key allowed one request per minute window, to meet a 429 at once.
+async fn sandbox_with_tiny_key(builder: SandboxBuilder) -> Sandbox {
+    builder
+        .key(
+            "tiny",
+            Plan::Enterprise {
+                per_minute: 1,
+                per_day: 1_000,
+            },
+        )
+        .start()
+        .await
+        .unwrap()
 }
 
 fn assert_quota_headers(response: &Raw) {
@@ -358,17 +396,7 @@ async fn over_the_limit_a_429_tells_exactly_when_the_window_frees() {
 
 #[tokio::test(start_paused = true)]
 async fn calling_on_during_the_retry_after_gets_the_key_banned_until_it_expires() {
-    let sandbox = Sandbox::builder()
-        .key(
-            "tiny",
-            Plan::Enterprise {
-                per_minute: 1,
-                per_day: 1_000,
-            },
-        )
-        .start()
-        .await
-        .unwrap();
+    let sandbox = sandbox_with_tiny_key(Sandbox::builder()).await;
     let auth = Some("Bearer tiny");
     let list = url(&sandbox, "/pets");
     assert_eq!(raw("GET", list.clone(), auth, None).await.status, 200);
@@ -598,4 +626,302 @@ async fn sandboxes_run_side_by_side_and_shut_down() {
         .build()
         .unwrap();
     assert!(client.list_pets().send().await.unwrap_err().is_connect());
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_response_carries_the_sandboxs_date_not_the_system_time() {
+    let sandbox = sandbox_with_tiny_key(Sandbox::builder()).await;
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let real = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let auth = bearer(&sandbox);
+    let ok = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_eq!(ok.status, 200);
+    let now = date(&ok.headers);
+    assert!(
+        (real + 3599..=real + 3601).contains(&now),
+        "Date {now} is not an hour after the system time {real}: hyper replaced it"
+    );
+    assert!(
+        reset(&ok.headers) > now && reset(&ok.headers) <= now + 60,
+        "Date agrees with X-RateLimit-Reset"
+    );
+
+    let tiny = Some("Bearer tiny");
+    raw("GET", url(&sandbox, "/pets"), tiny, None).await;
+    sandbox.inject(Fault::status(503).route(Route::ListPets).times(1));
+    sandbox.inject(Fault::non_json_body(502).route(Route::GetPet).times(1));
+    let errors = [
+        ("GET", "/pets", None, None, 401),
+        ("GET", "/orders", Some(auth.as_str()), None, 404),
+        ("DELETE", "/pets", Some(auth.as_str()), None, 405),
+        (
+            "POST",
+            "/pets",
+            Some(&auth),
+            Some(("text/plain", "{}")),
+            415,
+        ),
+        ("GET", "/pets", tiny, None, 429),
+        ("GET", "/pets", Some(&auth), None, 503),
+        ("GET", "/pets/1", Some(&auth), None, 502),
+    ];
+    for (method, path, auth, body, status) in errors {
+        let response = raw(method, url(&sandbox, path), auth, body).await;
+        assert_eq!(response.status, status, "{method} {path}");
+        assert_eq!(date(&response.headers), now, "{method} {path}");
+        assert_eq!(response.headers.get_all("date").iter().count(), 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn date_is_truncated_to_the_second_never_rounded_up() {
+    let start = UNIX_EPOCH + Duration::from_millis(1_800_000_000_999);
+    let sandbox = Sandbox::builder().clock_start(start).start().await.unwrap();
+    let auth = bearer(&sandbox);
+    let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_eq!(date(&response.headers), 1_800_000_000);
+    assert_eq!(reset(&response.headers), 1_800_000_060);
+
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_eq!(date(&response.headers), 1_800_000_001);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_offset_shifts_windows_resets_and_date_together() {
+    // 90 s behind a pinned start on a minute boundary: 30 s before the window ends.
+    let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let builder = Sandbox::builder()
+        .clock_start(start)
+        .clock_offset(TimeDelta::seconds(-90));
+    let sandbox = sandbox_with_tiny_key(builder).await;
+    let list = url(&sandbox, "/pets");
+    let tiny = Some("Bearer tiny");
+    let ok = raw("GET", list.clone(), tiny, None).await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(date(&ok.headers), 1_799_999_910);
+    assert_eq!(reset(&ok.headers), 1_799_999_940);
+    let limited = raw("GET", list.clone(), tiny, None).await;
+    assert_error(&limited, 429, "rate_limited");
+    assert_eq!(limited.headers["retry-after"], "30");
+
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let next = raw("GET", list, tiny, None).await;
+    assert_eq!(next.status, 200, "the shifted window has ended");
+    assert_eq!(date(&next.headers), 1_799_999_940);
+    assert_eq!(reset(&next.headers), 1_800_000_000);
+
+    // Without a pinned start, the offset applies to the system time.
+    let ahead = Sandbox::builder()
+        .clock_offset(TimeDelta::hours(2))
+        .start()
+        .await
+        .unwrap();
+    let real = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let response = raw("GET", url(&ahead, "/pets"), Some(&bearer(&ahead)), None).await;
+    let shown = date(&response.headers);
+    assert!(
+        (real + 7199..=real + 7201).contains(&shown),
+        "{shown} vs {real}"
+    );
+    assert!(reset(&response.headers) > shown && reset(&response.headers) <= shown + 60);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
+    let sandbox = Sandbox::builder().ban_threshold(3).start().await.unwrap();
+    let auth = bearer(&sandbox);
+    let list = url(&sandbox, "/pets");
+    sandbox.inject(Fault::status(429).retry_after(5).times(1));
+    let injected = raw("GET", list.clone(), Some(&auth), None).await;
+    assert_error(&injected, 429, "rate_limited");
+    assert_eq!(injected.headers["retry-after"], "5");
+
+    tokio::time::advance(Duration::from_secs(4)).await;
+    let early = raw("GET", list.clone(), Some(&auth), None).await;
+    assert_error(&early, 429, "rate_limited");
+    assert_eq!(early.headers["retry-after"], "1");
+    assert_error(
+        &raw("GET", list.clone(), Some(&auth), None).await,
+        429,
+        "rate_limited",
+    );
+    assert_error(
+        &raw("GET", list.clone(), Some(&auth), None).await,
+        429,
+        "key_banned",
+    );
+    let stats = sandbox.stats();
+    assert_eq!((stats.during_cooldown(), stats.bans()), (3, 1));
+    let flags: Vec<bool> = sandbox
+        .request_log()
+        .iter()
+        .map(|r| r.during_cooldown)
+        .collect();
+    assert_eq!(flags, [false, true, true, true]);
+    assert_eq!(stats.answered(429), 4);
+
+    // Once the wait is over, nothing remains of an injected 429.
+    let fresh = Sandbox::start().await.unwrap();
+    let auth = bearer(&fresh);
+    fresh.inject(Fault::status(429).retry_after(5).times(1));
+    raw("GET", url(&fresh, "/pets"), Some(&auth), None).await;
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let after = raw("GET", url(&fresh, "/pets"), Some(&auth), None).await;
+    assert_eq!(after.status, 200);
+    assert_eq!(fresh.stats().during_cooldown(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_injected_503_with_retry_after_arms_no_cooldown() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let auth = bearer(&sandbox);
+    sandbox.inject(Fault::status(503).retry_after(5).times(1));
+    let outage = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_error(&outage, 503, "service_unavailable");
+    assert_eq!(outage.headers["retry-after"], "5");
+    let next = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_eq!(next.status, 200);
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert!(sandbox.request_log().iter().all(|r| !r.during_cooldown));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_text_is_sent_as_given_and_a_decimal_rounds_the_cooldown_up() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let auth = bearer(&sandbox);
+    let list = url(&sandbox, "/pets");
+    sandbox.inject(Fault::status(429).retry_after_value("1.5").times(1));
+    let injected = raw("GET", list.clone(), Some(&auth), None).await;
+    assert_error(&injected, 429, "rate_limited");
+    assert_eq!(injected.headers["retry-after"], "1.5");
+
+    tokio::time::advance(Duration::from_millis(1_900)).await;
+    let early = raw("GET", list.clone(), Some(&auth), None).await;
+    assert_error(&early, 429, "rate_limited");
+    assert_eq!(early.headers["retry-after"], "1", "the cooldown is 2 s");
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert_eq!(
+        raw("GET", list.clone(), Some(&auth), None).await.status,
+        200
+    );
+    assert_eq!(sandbox.stats().during_cooldown(), 1);
+
+    sandbox.inject(Fault::status(429).retry_after_value("soon").times(1));
+    let vague = raw("GET", list.clone(), Some(&auth), None).await;
+    assert_error(&vague, 429, "rate_limited");
+    assert_eq!(vague.headers["retry-after"], "soon");
+    assert_eq!(
+        raw("GET", list, Some(&auth), None).await.status,
+        200,
+        "a Retry-After that is not a number arms no cooldown"
+    );
+    assert_eq!(sandbox.stats().during_cooldown(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
+    let sandbox = Sandbox::start().await.unwrap();
+    sandbox.inject(Fault::status(503).retry_after(1).cut_body().times(1));
+    let response = http()
+        .get(url(&sandbox, "/pets"))
+        .bearer_auth(sandbox.key(Plan::Pro))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    let headers = response.headers().clone();
+    assert_eq!(headers["retry-after"], "1");
+    assert!(headers.contains_key("date"));
+    for name in [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+    ] {
+        assert!(headers.contains_key(name), "{name}");
+    }
+    let promised: usize = headers["content-length"].to_str().unwrap().parse().unwrap();
+    let mut response = response;
+    let mut received = Vec::new();
+    let cut = loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => received.extend_from_slice(&chunk),
+            Ok(None) => break false,
+            Err(_) => break true,
+        }
+    };
+    assert!(cut, "the body ends before the Content-Length");
+    assert_eq!(received.len(), promised / 2);
+    assert!(received.starts_with(br#"{"code":"#));
+
+    sandbox.inject(Fault::status(503).cut_body().times(1));
+    let error = client(&sandbox, Plan::Pro)
+        .list_pets()
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fault_can_come_without_rate_limit_headers() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let auth = bearer(&sandbox);
+    sandbox.inject(Fault::status(502).without_rate_limit_headers().times(1));
+    sandbox.inject(
+        Fault::non_json_body(502)
+            .without_rate_limit_headers()
+            .times(1),
+    );
+    sandbox.inject(Fault::status(500).times(1));
+    for status in [502, 502] {
+        let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+        assert_eq!(response.status, status);
+        assert!(
+            response
+                .headers
+                .keys()
+                .all(|name| !name.as_str().starts_with("x-ratelimit-")),
+            "{:?}",
+            response.headers
+        );
+        assert!(response.headers.contains_key("date"));
+    }
+    let ordinary = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
+    assert_error(&ordinary, 500, "internal_error");
+}
+
+#[tokio::test]
+async fn the_log_tells_client_instances_apart_by_user_agent() {
+    let sandbox = Sandbox::start().await.unwrap();
+    for agent in ["worker-1", "worker-2"] {
+        sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+            .user_agent(agent)
+            .build()
+            .unwrap()
+            .list_pets()
+            .send()
+            .await
+            .unwrap();
+    }
+    raw("GET", url(&sandbox, "/pets"), None, None).await;
+    let agents: Vec<_> = sandbox
+        .request_log()
+        .into_iter()
+        .map(|r| r.user_agent)
+        .collect();
+    assert_eq!(
+        agents,
+        [
+            Some("worker-1".to_owned()),
+            Some("worker-2".to_owned()),
+            None
+        ]
+    );
 }

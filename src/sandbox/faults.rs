@@ -29,7 +29,13 @@ pub enum Route {
 /// let outage = Fault::status(503).retry_after(2).route(Route::ListPets).times(3);
 /// let slow = Fault::latency(Duration::from_millis(250)).fraction(0.1);
 /// let flaky = Fault::drop_connection().route(Route::CreatePet).times(1);
+/// let odd_429 = Fault::status(429).retry_after_value("1.5").times(1);
+/// let proxy_page = Fault::non_json_body(502).without_rate_limit_headers();
+/// let cut_503 = Fault::status(503).retry_after(1).cut_body();
 /// ```
+///
+/// An injected 429 acts like a real one: its `Retry-After` starts the key's cooldown, and
+/// requests during it strike toward the ban (see the [module docs](super)).
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct Fault {
@@ -37,6 +43,7 @@ pub struct Fault {
     pub(super) route: Option<Route>,
     pub(super) remaining: Option<u64>,
     pub(super) fraction: Option<f64>,
+    pub(super) rate_limit_headers: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +51,9 @@ pub(super) enum FaultKind {
     Latency(Duration),
     Status {
         status: u16,
-        retry_after: Option<u64>,
+        /// The `Retry-After` text, exactly as sent.
+        retry_after: Option<String>,
+        cut_body: bool,
     },
     DropConnection,
     TruncatedBody,
@@ -60,6 +69,7 @@ impl Fault {
             route: None,
             remaining: None,
             fraction: None,
+            rate_limit_headers: true,
         }
     }
 
@@ -74,6 +84,7 @@ impl Fault {
         Self::new(FaultKind::Status {
             status,
             retry_after: None,
+            cut_body: false,
         })
     }
 
@@ -94,11 +105,38 @@ impl Fault {
         Self::new(FaultKind::NonJsonBody { status })
     }
 
-    /// With a [`status`](Self::status) fault: adds `Retry-After: <seconds>`.
-    pub fn retry_after(mut self, seconds: u64) -> Self {
+    /// With a [`status`](Self::status) fault: adds `Retry-After: <seconds>`. With status 429,
+    /// the key must then wait that long, as after a real 429.
+    pub fn retry_after(self, seconds: u64) -> Self {
+        self.retry_after_value(&seconds.to_string())
+    }
+
+    /// With a [`status`](Self::status) fault: adds `Retry-After` with exactly this text, such
+    /// as `"1.5"`, `"soon"` or an HTTP-date, to test how a client reads what a server should
+    /// not send. With status 429, a decimal number of seconds starts the key's cooldown,
+    /// rounded up to whole seconds (`"1.5"`: 2 s); any other text starts none. A value that
+    /// cannot be an HTTP header value (a control character) is left out.
+    pub fn retry_after_value(mut self, value: &str) -> Self {
         if let FaultKind::Status { retry_after, .. } = &mut self.kind {
-            *retry_after = Some(seconds);
+            *retry_after = Some(value.to_owned());
         }
+        self
+    }
+
+    /// With a [`status`](Self::status) fault: sends the headers (`Retry-After` and the
+    /// rate-limit headers included) and half of the error body, then closes the connection
+    /// although `Content-Length` promised more.
+    pub fn cut_body(mut self) -> Self {
+        if let FaultKind::Status { cut_body, .. } = &mut self.kind {
+            *cut_body = true;
+        }
+        self
+    }
+
+    /// With a [`status`](Self::status) or [`non_json_body`](Self::non_json_body) fault: the
+    /// response carries no `X-RateLimit-*` headers, as a proxy's error page would not.
+    pub fn without_rate_limit_headers(mut self) -> Self {
+        self.rate_limit_headers = false;
         self
     }
 
@@ -151,7 +189,7 @@ impl Faults {
     }
 
     /// The faults that apply to this request: at most one latency, then at most one other.
-    pub(super) fn draw(&mut self, route: Option<Route>) -> (Option<Duration>, Option<FaultKind>) {
+    pub(super) fn draw(&mut self, route: Option<Route>) -> (Option<Duration>, Option<Fault>) {
         let mut latency = None;
         let mut failure = None;
         for fault in &mut self.active {
@@ -173,10 +211,70 @@ impl Faults {
             }
             match &fault.kind {
                 FaultKind::Latency(delay) => latency = Some(*delay),
-                other => failure = Some(other.clone()),
+                _ => failure = Some(fault.clone()),
             }
         }
         self.active.retain(|f| f.remaining != Some(0));
         (latency, failure)
+    }
+}
+
+impl FaultKind {
+    /// How long an injected 429 tells its key to wait: its `Retry-After` as a decimal number
+    /// of seconds, rounded up; `None` for another status or `Retry-After` text.
+    pub(super) fn cooldown(&self) -> Option<Duration> {
+        match self {
+            Self::Status {
+                status: 429,
+                retry_after: Some(value),
+                ..
+            } => seconds_rounded_up(value).map(Duration::from_secs),
+            _ => None,
+        }
+    }
+}
+
+/// `"2"` is 2, `"1.5"` is 2, `"0.0"` is 0; anything but digits with an optional fraction is
+/// `None`.
+fn seconds_rounded_up(value: &str) -> Option<u64> {
+    let value = value.trim();
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    whole.checked_add(u64::from(fraction.bytes().any(|b| b != b'0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_text_rounds_up_to_whole_seconds() {
+        for (value, seconds) in [
+            ("2", Some(2)),
+            ("1.5", Some(2)),
+            ("1.0", Some(1)),
+            (" 3 ", Some(3)),
+            (".2", Some(1)),
+            ("0", Some(0)),
+            ("soon", None),
+            ("-1", None),
+            ("1e3", None),
+            ("", None),
+            (".", None),
+            ("Thu, 05 Dec 2030 00:00:00 GMT", None),
+        ] {
+            assert_eq!(seconds_rounded_up(value), seconds, "{value:?}");
+        }
+        let fault = |status: u16| Fault::status(status).retry_after_value("1.5").kind;
+        assert_eq!(fault(429).cooldown(), Some(Duration::from_secs(2)));
+        assert_eq!(fault(503).cooldown(), None, "only a 429 bans");
     }
 }

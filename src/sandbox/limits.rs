@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::TimeDelta;
 use tokio::time::Instant;
 
 use super::Plan;
@@ -16,13 +17,26 @@ pub(super) struct UnixClock {
 }
 
 impl UnixClock {
-    /// A clock that reads `start` (the system time if `None`) now.
-    pub(super) fn new(start: Option<SystemTime>) -> Self {
+    /// A clock that reads `start` (the system time if `None`) plus `offset` now.
+    pub(super) fn new(start: Option<SystemTime>, offset: TimeDelta) -> Self {
         let start = start.unwrap_or_else(SystemTime::now);
+        let shifted = match offset.abs().to_std() {
+            Ok(by) if offset < TimeDelta::zero() => start.checked_sub(by),
+            Ok(by) => start.checked_add(by),
+            Err(_) => Some(start),
+        };
         Self {
-            wall: start.duration_since(UNIX_EPOCH).unwrap_or_default(),
+            wall: shifted
+                .unwrap_or(start)
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
             instant: Instant::now(),
         }
+    }
+
+    /// Time since the unix epoch now.
+    pub(super) fn now(&self) -> Duration {
+        self.unix(Instant::now())
     }
 
     /// Time since the unix epoch at `at`.
@@ -44,6 +58,7 @@ pub(super) struct Limits {
     pub(super) ban_threshold: u32,
     pub(super) ban_duration: Duration,
     pub(super) clock_start: Option<SystemTime>,
+    pub(super) clock_offset: TimeDelta,
 }
 
 /// What the rate-limit headers say, for the window that binds.
@@ -59,9 +74,15 @@ pub(super) struct Headers {
 pub(super) enum Verdict {
     /// Counted; go ahead.
     Allowed(Headers),
-    /// Over the limit, or calling during the cooldown: 429 with `Retry-After` seconds.
-    Limited { headers: Headers, retry_after: u64 },
-    /// Banned for calling on during a cooldown: 429 with `Retry-After` seconds.
+    /// Over the limit, or calling during the cooldown (`during_cooldown`): 429 with
+    /// `Retry-After` seconds.
+    Limited {
+        headers: Headers,
+        retry_after: u64,
+        during_cooldown: bool,
+    },
+    /// Banned for calling on during a cooldown: 429 with `Retry-After` seconds. The request
+    /// itself arrived during a cooldown or the ban.
     Banned { headers: Headers, retry_after: u64 },
 }
 
@@ -81,6 +102,14 @@ struct KeyState {
     banned_until: Option<Instant>,
 }
 
+impl KeyState {
+    /// The key was told to wait until `until`; its strikes count afresh.
+    fn cool_down(&mut self, until: Instant) {
+        self.cooldown_until = Some(until);
+        self.strikes = 0;
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Limiter {
     limits: Limits,
@@ -91,10 +120,14 @@ pub(super) struct Limiter {
 }
 
 impl Limiter {
-    pub(super) fn new(limits: Limits, keys: impl IntoIterator<Item = (String, Plan)>) -> Self {
+    pub(super) fn new(
+        limits: Limits,
+        clock: UnixClock,
+        keys: impl IntoIterator<Item = (String, Plan)>,
+    ) -> Self {
         Self {
             limits,
-            clock: UnixClock::new(limits.clock_start),
+            clock,
             keys: keys
                 .into_iter()
                 .map(|(key, plan)| {
@@ -182,6 +215,7 @@ impl Limiter {
             return Some(Verdict::Limited {
                 headers: binding.headers(),
                 retry_after: ceil_secs(until - now),
+                during_cooldown: true,
             });
         }
         let spent = [minute, day]
@@ -191,11 +225,11 @@ impl Limiter {
         if let Some(spent) = spent {
             let frees_at = clock.instant(Duration::from_secs(spent.end));
             let retry_after = ceil_secs(frees_at.saturating_duration_since(now)).max(1);
-            state.cooldown_until = Some(now + Duration::from_secs(retry_after));
-            state.strikes = 0;
+            state.cool_down(now + Duration::from_secs(retry_after));
             return Some(Verdict::Limited {
                 headers: spent.headers(),
                 retry_after,
+                during_cooldown: false,
             });
         }
         state.minute.count += 1;
@@ -203,6 +237,14 @@ impl Limiter {
         let mut headers = binding.headers();
         headers.remaining -= 1;
         Some(Verdict::Allowed(headers))
+    }
+
+    /// Tells `key` to wait `wait` from now, as a 429 with that `Retry-After` does: requests
+    /// during the wait strike toward the ban, counted afresh.
+    pub(super) fn cool_down(&mut self, key: &str, wait: Duration) {
+        if let Some(state) = self.keys.get_mut(key) {
+            state.cool_down(Instant::now() + wait);
+        }
     }
 }
 

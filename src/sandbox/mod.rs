@@ -4,7 +4,10 @@
 //! quickstart and tests talk to, and that your tests can use too: stateful, in-process, on
 //! loopback, with the specification's authentication, rate limits (and ban), and injectable
 //! faults. Its clock is tokio's, so under a paused clock (`#[tokio::test(start_paused = true)]`)
-//! rate windows, `Retry-After` and injected latency are exact and instant.
+//! rate windows, `Retry-After` and injected latency are exact and instant. Every response
+//! carries a `Date` read from that clock, so a client that reads the server's time from `Date`
+//! sees the sandbox's time, even when it is pinned with [`SandboxBuilder::clock_start`] or
+//! skewed with [`SandboxBuilder::clock_offset`].
 //!
 //! ```
 //! use petstore_client::sandbox::{Plan, Sandbox};
@@ -47,6 +50,8 @@
 //! | a request over the limit | not counted; 429 `rate_limited` with `Retry-After` = seconds until the window frees (at least 1) |
 //! | calling during that `Retry-After` | 429 `rate_limited`; the [`ban_threshold`](SandboxBuilder::ban_threshold)-th such request (10) bans the key for [`ban_duration`](SandboxBuilder::ban_duration) (600 s): 429 `key_banned` with the remaining ban as `Retry-After` |
 //! | injected faults | applied after authentication and rate limiting, so a faulted request counts against the quota |
+//! | an injected 429 with a `Retry-After` of whole or decimal seconds | like a real 429: the key must wait that long (rounded up), and calls during the wait strike toward the ban; an injected 5xx never does |
+//! | `Date` | on every response, from the sandbox's clock, truncated to the second |
 //!
 //! # Error codes
 //!
@@ -73,6 +78,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chrono::TimeDelta;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -84,7 +90,7 @@ use url::Url;
 pub use faults::{Fault, Route};
 
 use crate::models::NewPet;
-use limits::{Limiter, Limits};
+use limits::{Limiter, Limits, UnixClock};
 use routes::{Catalogue, Shared, lock};
 
 /// A rate-limit plan, as the specification lists them.
@@ -200,9 +206,35 @@ impl SandboxBuilder {
 
     /// What the sandbox's wall clock reads at start (the system time by default); from then on
     /// it advances with tokio's clock. Pinning it makes window boundaries predictable in
-    /// tests. A client paces by the real time, so use this with `quota_pacing(false)`.
+    /// tests. Rate windows, `X-RateLimit-Reset` and `Date` all follow it; a client reads the
+    /// sandbox's time from its `Date` header. Combines with
+    /// [`clock_offset`](Self::clock_offset): the clock then starts at `start + offset`.
     pub fn clock_start(mut self, start: std::time::SystemTime) -> Self {
         self.limits.clock_start = Some(start);
+        self
+    }
+
+    /// Skews the sandbox's wall clock: it reads the system time (or
+    /// [`clock_start`](Self::clock_start)) plus `offset`; a negative offset puts it behind.
+    /// Rate windows, `X-RateLimit-Reset` and `Date` shift together, as on a server whose
+    /// clock is off, to test a client under clock skew. Zero by default.
+    ///
+    /// ```
+    /// use chrono::TimeDelta;
+    /// use petstore_client::sandbox::Sandbox;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// // A server whose clock is 90 seconds behind.
+    /// let sandbox = Sandbox::builder()
+    ///     .clock_offset(TimeDelta::seconds(-90))
+    ///     .start()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn clock_offset(mut self, offset: TimeDelta) -> Self {
+        self.limits.clock_offset = offset;
         self
     }
 
@@ -238,8 +270,10 @@ impl SandboxBuilder {
             .map(|plan| (plan.demo_key().to_owned(), *plan))
             .chain(self.keys)
             .collect();
+        let clock = UnixClock::new(self.limits.clock_start, self.limits.clock_offset);
         let shared = Arc::new(Shared {
-            limiter: Mutex::new(Limiter::new(self.limits, keys.clone())),
+            clock,
+            limiter: Mutex::new(Limiter::new(self.limits, clock, keys.clone())),
             faults: Mutex::default(),
             catalogue: Mutex::new(catalogue),
             log: Mutex::default(),
@@ -323,6 +357,7 @@ impl Sandbox {
                 ban_threshold: 10,
                 ban_duration: Duration::from_secs(600),
                 clock_start: None,
+                clock_offset: TimeDelta::zero(),
             },
             max_body_bytes: 64 * 1024,
             pets: Vec::new(),
@@ -375,6 +410,7 @@ impl Sandbox {
             total: log.total,
             per_route: log.per_route.clone(),
             per_key: log.per_key.clone(),
+            per_status: log.per_status.clone(),
             bans: limiter.bans(),
             during_cooldown: limiter.early(),
         }
@@ -415,6 +451,11 @@ pub struct LoggedRequest {
     pub key: Option<String>,
     /// The status answered, or `None` when the connection was dropped by a fault.
     pub status: Option<u16>,
+    /// The `User-Agent` it carried, if any (lossily decoded), to tell client instances apart.
+    pub user_agent: Option<String>,
+    /// Whether it arrived while its key had been told to wait: during the `Retry-After` of a
+    /// 429 (real or injected), or during a ban. [`Stats::during_cooldown`] counts these.
+    pub during_cooldown: bool,
 }
 
 const LOG_CAPACITY: usize = 100_000;
@@ -425,6 +466,7 @@ struct RequestLog {
     total: u64,
     per_route: HashMap<Route, u64>,
     per_key: HashMap<String, u64>,
+    per_status: HashMap<u16, u64>,
 }
 
 impl RequestLog {
@@ -435,6 +477,9 @@ impl RequestLog {
         }
         if let Some(key) = &entry.key {
             *self.per_key.entry(key.clone()).or_default() += 1;
+        }
+        if let Some(status) = entry.status {
+            *self.per_status.entry(status).or_default() += 1;
         }
         if self.recent.len() == LOG_CAPACITY {
             self.recent.pop_front();
@@ -449,6 +494,7 @@ pub struct Stats {
     total: u64,
     per_route: HashMap<Route, u64>,
     per_key: HashMap<String, u64>,
+    per_status: HashMap<u16, u64>,
     bans: u64,
     during_cooldown: u64,
 }
@@ -470,6 +516,12 @@ impl Stats {
     #[must_use]
     pub fn requests_for_key(&self, key: &str) -> u64 {
         self.per_key.get(key).copied().unwrap_or(0)
+    }
+
+    /// Requests answered with this HTTP status (a dropped connection answers none).
+    #[must_use]
+    pub fn answered(&self, status: u16) -> u64 {
+        self.per_status.get(&status).copied().unwrap_or(0)
     }
 
     /// Bans issued so far.

@@ -4,10 +4,13 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT,
+};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -19,7 +22,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::faults::{FaultKind, Faults, Route};
-use super::limits::{Headers, Limiter, Verdict};
+use super::limits::{Headers, Limiter, UnixClock, Verdict};
 use super::{LoggedRequest, RequestLog};
 use crate::models::{CategoryId, Pet, PetId, PetStatus};
 
@@ -30,6 +33,8 @@ const NAME_MAX_CHARS: usize = 100;
 /// Everything the routes share.
 #[derive(Debug)]
 pub(super) struct Shared {
+    /// The sandbox's wall clock, also the limiter's.
+    pub(super) clock: UnixClock,
     pub(super) limiter: Mutex<Limiter>,
     pub(super) faults: Mutex<Faults>,
     pub(super) catalogue: Mutex<Catalogue>,
@@ -119,22 +124,37 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
     (scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty()).then(|| key.trim().to_owned())
 }
 
-/// Authentication, rate limiting, faults, the rate-limit headers and the request log, around
-/// every route.
+/// Authentication, rate limiting, faults, the rate-limit headers, `Date` and the request log,
+/// around every route.
 async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let arrived = Instant::now();
     let route = route_of(request.method(), request.uri().path());
     let key = bearer(request.headers());
+    let user_agent = request
+        .headers()
+        .get(USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let mut entry = LoggedRequest {
         at: arrived,
         route,
         key: key.clone(),
         status: None,
+        user_agent,
+        during_cooldown: false,
     };
-    let response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
+    let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
     entry.status = Some(response.status().as_u16());
     lock(&shared.log).push(entry);
+    response.headers_mut().insert(DATE, http_date(shared.clock));
     response
+}
+
+/// Now on the sandbox's clock as an HTTP-date, truncated to the second (hyper adds its own
+/// `Date`, from the system time, only to a response without one).
+fn http_date(clock: UnixClock) -> HeaderValue {
+    let now = UNIX_EPOCH + Duration::from_secs(clock.now().as_secs());
+    HeaderValue::from_str(&httpdate::fmt_http_date(now))
+        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }
 
 async fn admit(
@@ -169,7 +189,9 @@ async fn admit(
         Some(Verdict::Limited {
             headers,
             retry_after,
+            during_cooldown,
         }) => {
+            entry.during_cooldown = during_cooldown;
             let response = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
@@ -181,6 +203,7 @@ async fn admit(
             headers,
             retry_after,
         }) => {
+            entry.during_cooldown = true;
             let message = "the API key is banned for calling on after a 429";
             let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
             return with_quota(with_retry_after(response, retry_after), headers);
@@ -190,26 +213,37 @@ async fn admit(
     if let Some(delay) = latency {
         tokio::time::sleep(delay).await;
     }
-    let response = match failure {
-        None => next.run(request).await,
-        Some(FaultKind::Status {
+    let Some(fault) = failure else {
+        return with_quota(next.run(request).await, headers);
+    };
+    if let (Some(wait), Some(key)) = (fault.kind.cooldown(), key) {
+        // An injected 429 acts like a real one: the key must wait.
+        lock(&shared.limiter).cool_down(key, wait);
+    }
+    let response = match fault.kind {
+        FaultKind::Status {
             status,
             retry_after,
-        }) => {
+            cut_body,
+        } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let response = error(status, status_code_name(status), "injected fault");
-            match retry_after {
-                Some(seconds) => with_retry_after(response, seconds),
-                None => response,
+            let mut response = error(status, status_code_name(status), "injected fault");
+            if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                response.headers_mut().insert(RETRY_AFTER, value);
+            }
+            if cut_body {
+                truncate(response).await
+            } else {
+                response
             }
         }
-        Some(FaultKind::NonJsonBody { status }) => {
+        FaultKind::NonJsonBody { status } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             let page = "<html><body><h1>Bad Gateway</h1><p>upstream unavailable</p></body></html>";
             (status, [(CONTENT_TYPE, "text/html")], page).into_response()
         }
-        Some(FaultKind::TruncatedBody) => truncate(next.run(request).await).await,
-        Some(FaultKind::DropConnection) => {
+        FaultKind::TruncatedBody => truncate(next.run(request).await).await,
+        FaultKind::DropConnection => {
             if let Some(kill) = request.extensions().get::<ConnectionKill>() {
                 lock(&shared.log).push(entry.clone());
                 kill.0.notify_one();
@@ -221,9 +255,13 @@ async fn admit(
                 "connection not droppable",
             )
         }
-        Some(FaultKind::Latency(_)) => next.run(request).await,
+        FaultKind::Latency(_) => next.run(request).await,
     };
-    with_quota(response, headers)
+    if fault.rate_limit_headers {
+        with_quota(response, headers)
+    } else {
+        response
+    }
 }
 
 fn status_code_name(status: StatusCode) -> &'static str {
@@ -256,7 +294,14 @@ fn with_retry_after(mut response: Response, seconds: u64) -> Response {
 }
 
 /// A body that ends before the `Content-Length` it was sent with.
-struct Truncated(Option<Bytes>);
+///
+/// Between its one frame and its early end it is pending once: hyper flushes what it holds
+/// (the head and the frame) while a body is pending, whereas a body that ends short makes it
+/// drop the connection with its buffer unsent.
+struct Truncated {
+    data: Option<Bytes>,
+    flushed: bool,
+}
 
 impl http_body::Body for Truncated {
     type Data = Bytes;
@@ -264,9 +309,17 @@ impl http_body::Body for Truncated {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
+        if let Some(data) = self.data.take() {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        if !self.flushed {
+            self.flushed = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(None)
     }
 }
 
@@ -284,7 +337,10 @@ async fn truncate(response: Response) -> Response {
         .insert(CONTENT_LENGTH, HeaderValue::from(full.len()));
     Response::from_parts(
         parts,
-        Body::new(Truncated(Some(full.slice(..full.len() / 2)))),
+        Body::new(Truncated {
+            data: Some(full.slice(..full.len() / 2)),
+            flushed: false,
+        }),
     )
 }
 
