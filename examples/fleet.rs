@@ -321,8 +321,13 @@ fn report(options: &Options, workers: &Workers, sandbox: &Counts) -> ExitCode {
         options.seconds, options.per_window
     );
     println!("  per window (reset: successes, * = counted):");
-    for (reset, ok) in &workers.ok_per_window {
-        let mark = if full.contains(reset) { '*' } else { ' ' };
+    let mut resets: Vec<u64> = workers.ok_per_window.keys().copied().collect();
+    resets.extend(&full);
+    resets.sort_unstable();
+    resets.dedup();
+    for reset in resets {
+        let ok = workers.ok_per_window.get(&reset).copied().unwrap_or(0);
+        let mark = if full.contains(&reset) { '*' } else { ' ' };
         println!("    {reset}: {ok:>5} {mark}");
     }
     for (kind, n) in &workers.errors {
