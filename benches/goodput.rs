@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use petstore_client::sandbox::{Plan, Sandbox};
-use petstore_client::{PetStoreClient, RetryPolicy};
+use petstore_client::{Pacing, PetStoreClient, RetryPolicy};
 use tokio::time::Instant;
 
 const TASKS: usize = 64;
@@ -25,7 +25,7 @@ struct Run {
     gave_up: usize,
 }
 
-async fn run(pacing: bool) -> Run {
+async fn run(pacing: Pacing) -> Run {
     let sandbox = Sandbox::start().await.unwrap();
     let http = reqwest::Client::builder()
         .pool_idle_timeout(None)
@@ -36,7 +36,7 @@ async fn run(pacing: bool) -> Run {
         .api_key(sandbox.key(Plan::Free))
         .http_client(http)
         .attempt_timeout(None)
-        .quota_pacing(pacing)
+        .pacing(pacing)
         .retry_policy(RetryPolicy::default().with_max_retries(10))
         .build()
         .unwrap();
@@ -95,7 +95,7 @@ fn main() {
         "| pacing | calls that succeeded | allowance used (full windows) | 429s | 429s after the first window | requests during a cooldown | bans | tasks that gave up |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    for pacing in [true, false] {
+    for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
         let run = rt.block_on(run(pacing));
         let counts: Vec<u64> = run.per_window.values().copied().collect();
         // The first and last windows are only partly covered by the run.
@@ -111,8 +111,7 @@ fn main() {
             )
         };
         println!(
-            "| {} | {} | {share} | {} | {} | {} | {} | {} |",
-            if pacing { "on" } else { "off" },
+            "| {pacing:?} | {} | {share} | {} | {} | {} | {} | {} |",
             counts.iter().sum::<u64>(),
             run.limited,
             run.limited_after_first_window,

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use petstore_client::sandbox::{Plan, Sandbox};
-use petstore_client::{NewPet, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
+use petstore_client::{
+    NewPet, Pacing, Pet, PetStatus, PetStoreClient, Quota, RateLimitScope, RetryPolicy,
+};
 
 type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -133,7 +135,9 @@ async fn rate_limits(sandbox: &Sandbox) -> Result {
     let unpaced = PetStoreClient::builder()
         .base_url(small.base_url())
         .api_key("small-plan")
-        .quota_pacing(false)
+        // Its own rate-limit state: clients of one key in a process otherwise share one.
+        .rate_limit_scope(RateLimitScope::Client)
+        .pacing(Pacing::Off)
         .retry_policy(RetryPolicy::default().with_jitter(false))
         .build()?;
     let start = Instant::now();

@@ -1,22 +1,23 @@
 //! How does the client keep me under the rate limit? `cargo run --example rate_limits`
 //!
 //! 32 tasks share one client and call as fast as they can against the sandbox, on a plan of 10
-//! requests per 2-second window: first with quota pacing (the default), then without it, when
-//! the service's 429s and the cooldown gate do the limiting. Without pacing, a burst of
-//! concurrent calls overshoots the limit before the first 429 comes back, and the service counts
-//! the overshoot as calling on after a 429: that is why pacing is on by default.
+//! requests per 2-second window, with each pacing mode: `Shared` (the default: the budget spread
+//! over each window), `Sole` (the budget spent as fast as calls come) and `Off` (only the
+//! service's 429s and the cooldown gate limit). Without pacing, a burst of concurrent calls
+//! overshoots the limit before the first 429 comes back, and the service counts the overshoot
+//! as calling on after a 429: that is why pacing is on by default.
 
 use std::time::Duration;
 
 use petstore_client::sandbox::{Plan, Sandbox};
-use petstore_client::{PetStoreClient, RetryPolicy};
+use petstore_client::{Pacing, PetStoreClient, RetryPolicy};
 
 const TASKS: usize = 32;
 const RUN: Duration = Duration::from_secs(6);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for pacing in [true, false] {
+    for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
         let sandbox = Sandbox::builder()
             .key(
                 "demo",
@@ -31,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let client = PetStoreClient::builder()
             .base_url(sandbox.base_url())
             .api_key("demo")
-            .quota_pacing(pacing)
+            .pacing(pacing)
             .retry_policy(RetryPolicy::default().with_max_retries(10))
             .build()?;
 
@@ -69,8 +70,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let log = sandbox.request_log();
         let limited = log.iter().filter(|r| r.status == Some(429)).count();
         println!(
-            "pacing {:<3}: {succeeded} calls succeeded in {} s (the plan allows 10 per 2-s window), {} requests sent, {limited} answered 429, {} bans",
-            if pacing { "on" } else { "off" },
+            "{:<14} {succeeded} calls succeeded in {} s (the plan allows 10 per 2-s window), {} requests sent, {limited} answered 429, {} bans",
+            format!("{pacing:?}:"),
             RUN.as_secs(),
             log.len(),
             sandbox.stats().bans(),

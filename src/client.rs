@@ -9,12 +9,11 @@ use std::time::Duration;
 use http::HeaderValue;
 use url::{Host, Url};
 
-use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::http::Operation;
 use crate::quota::Quota;
+use crate::rate::{Pacing, RateLimitScope, RateLimiter};
 use crate::retry::RetryPolicy;
-use crate::throttle::Throttle;
 
 /// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
 pub const BASE_URL_ENV: &str = "PETSTORE_BASE_URL";
@@ -62,7 +61,7 @@ pub(crate) struct Inner {
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) retry: RetryPolicy,
     pub(crate) max_response_body: usize,
-    pub(crate) throttle: Throttle,
+    pub(crate) rate: RateLimiter,
     pub(crate) deprecation_warned: [AtomicBool; Operation::COUNT],
 }
 
@@ -89,11 +88,14 @@ impl PetStoreClient {
         PetStoreClientBuilder::from_env().build()
     }
 
-    /// The latest rate-limit quota reported to this client or any of its clones, on success
-    /// or error responses; `None` before the first response that carried one.
+    /// The newest rate-limit quota reported to this client, its clones, or (with the default
+    /// [`RateLimitScope::Process`]) any client of the same key in this process, on success or
+    /// error responses: the newest window period any response reported, with the lowest
+    /// `remaining` reported for it (responses of concurrent calls arrive in any order). `None`
+    /// before the first response that carried one.
     #[must_use]
     pub fn quota(&self) -> Option<Quota> {
-        self.inner.throttle.latest()
+        self.inner.rate.latest()
     }
 
     /// The base URL requests go to, ending in `/v1/`.
@@ -137,7 +139,8 @@ impl fmt::Debug for Redacted {
 /// | [`attempt_timeout`](Self::attempt_timeout) | 30 s: sending one request and reading its whole response |
 /// | [`call_timeout`](Self::call_timeout) | none: the whole call, retries and waits included |
 /// | [`retry_policy`](Self::retry_policy) | [`RetryPolicy::default()`] |
-/// | [`quota_pacing`](Self::quota_pacing) | on |
+/// | [`pacing`](Self::pacing) | [`Pacing::Shared`]: the budget spread over each window |
+/// | [`rate_limit_scope`](Self::rate_limit_scope) | [`RateLimitScope::Process`]: one state per key in the process |
 /// | [`user_agent`](Self::user_agent) | `petstore-client/<crate version>` |
 /// | [`max_response_body`](Self::max_response_body) | 8 MiB |
 /// | [`allow_insecure_http`](Self::allow_insecure_http) | off: plain `http://` only to loopback |
@@ -166,7 +169,8 @@ pub struct PetStoreClientBuilder {
     user_agent: Option<String>,
     http_client: Option<reqwest::Client>,
     retry: RetryPolicy,
-    quota_pacing: bool,
+    pacing: Pacing,
+    rate_limit_scope: RateLimitScope,
     max_response_body: usize,
     allow_insecure_http: bool,
 }
@@ -189,7 +193,8 @@ impl PetStoreClientBuilder {
             user_agent: None,
             http_client: None,
             retry: RetryPolicy::default(),
-            quota_pacing: true,
+            pacing: Pacing::default(),
+            rate_limit_scope: RateLimitScope::default(),
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             allow_insecure_http: false,
         }
@@ -260,16 +265,23 @@ impl PetStoreClientBuilder {
         self
     }
 
-    /// Whether to pace requests by the quota the service reports. On by default: until a
-    /// response tells the budget, one request at a time; then, when the window's budget
-    /// (minus the requests in flight) is spent, requests wait for the reset instead of going
-    /// into a certain 429.
+    /// How to spend the rate-limit budget the service reports; [`Pacing::Shared`] by default,
+    /// which is safe when other processes or hosts use the same key.
     ///
-    /// Off, only the service's 429s hold the client back. Many concurrent tasks then overshoot
-    /// the limit in bursts before the first 429 comes back, and a service that counts the
-    /// overshoot as calling on after a 429 may ban the key (`examples/rate_limits.rs` shows it).
-    pub fn quota_pacing(mut self, enabled: bool) -> Self {
-        self.quota_pacing = enabled;
+    /// [`Pacing::Sole`] gets a burst its whole allowance at once, and is safe only when nothing
+    /// else uses the key. [`Pacing::Off`] leaves only 429s to hold the client back: many
+    /// concurrent tasks then overshoot the limit in bursts before the first 429 comes back, and
+    /// a service that counts the overshoot as calling on after a 429 may ban the key
+    /// (`examples/rate_limits.rs` shows it).
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// Which clients share a rate-limit state; [`RateLimitScope::Process`] by default: every
+    /// client in this process for the same base URL and key.
+    pub fn rate_limit_scope(mut self, scope: RateLimitScope) -> Self {
+        self.rate_limit_scope = scope;
         self
     }
 
@@ -298,7 +310,8 @@ impl PetStoreClientBuilder {
     /// created.
     pub fn build(self) -> Result<PetStoreClient> {
         let base_url = self.parse_base_url()?;
-        let authorization = authorization(self.api_key.as_deref())?;
+        let key = self.api_key.as_deref();
+        let authorization = authorization(key)?;
         let user_agent = match &self.user_agent {
             Some(agent) => HeaderValue::from_str(agent)
                 .map_err(|_| Error::config("the user agent is not a valid HTTP header value"))?,
@@ -317,6 +330,12 @@ impl PetStoreClientBuilder {
                 Some(self.connect_timeout),
             ),
         };
+        let rate = RateLimiter::new(
+            self.rate_limit_scope,
+            self.pacing,
+            &base_url,
+            key.unwrap_or_default(),
+        );
         let pets_url = base_url
             .join("pets")
             .map_err(|e| Error::config(format!("cannot form the pets URL: {e}")))?;
@@ -332,7 +351,7 @@ impl PetStoreClientBuilder {
                 call_timeout: self.call_timeout,
                 retry: self.retry,
                 max_response_body: self.max_response_body,
-                throttle: Throttle::new(self.quota_pacing, Clock::new()),
+                rate,
                 deprecation_warned: Default::default(),
             }),
         })
@@ -425,7 +444,8 @@ impl fmt::Debug for PetStoreClientBuilder {
             .field("user_agent", &self.user_agent)
             .field("http_client", &self.http_client.is_some())
             .field("retry", &self.retry)
-            .field("quota_pacing", &self.quota_pacing)
+            .field("pacing", &self.pacing)
+            .field("rate_limit_scope", &self.rate_limit_scope)
             .field("max_response_body", &self.max_response_body)
             .field("allow_insecure_http", &self.allow_insecure_http)
             .finish()

@@ -1,13 +1,12 @@
 //! Wall-clock time derived from tokio's clock.
 //!
-//! The service speaks in unix timestamps (`X-RateLimit-Reset`, `Retry-After` dates) while every
-//! wait is a tokio timer. Anchoring the wall clock to a tokio instant once, and deriving "now"
-//! from tokio's clock afterwards, keeps the two consistent: waits computed from a timestamp are
-//! exact under a paused clock in tests, and immune to wall-clock jumps in production.
+//! Anchoring the wall clock to a tokio instant once, and deriving "now" from tokio's clock
+//! afterwards, keeps the two consistent: waits computed from a wall time are exact under a
+//! paused clock in tests, and immune to wall-clock jumps in production. It is only the fallback
+//! for a response without `Date` (see `rate::server_time`).
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
@@ -24,20 +23,27 @@ impl Clock {
         }
     }
 
-    pub(crate) fn now_utc(&self) -> DateTime<Utc> {
-        DateTime::from(self.wall + self.instant.elapsed())
-    }
-
-    /// How long until the wall clock reads `at`; zero if that is in the past.
-    pub(crate) fn until(&self, at: DateTime<Utc>) -> Duration {
-        (at - self.now_utc()).to_std().unwrap_or(Duration::ZERO)
+    /// Unix seconds on the local wall clock at `at`.
+    pub(crate) fn unix_at(&self, at: Instant) -> f64 {
+        let wall = if at >= self.instant {
+            self.wall + (at - self.instant)
+        } else {
+            self.wall - (self.instant - at)
+        };
+        wall.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64())
     }
 }
 
-/// The instant `wait` from now; a wait too long to represent (a `Retry-After` of 10^20 seconds)
-/// saturates to a far future instead of overflowing.
+/// The instant `wait` from now; see [`after_from`].
 pub(crate) fn after(wait: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(wait)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
+    after_from(Instant::now(), wait)
+}
+
+/// The instant `wait` after `start`; a wait too long to represent (a `Retry-After` of 10^20
+/// seconds) saturates to a far future instead of overflowing.
+pub(crate) fn after_from(start: Instant, wait: Duration) -> Instant {
+    start
+        .checked_add(wait)
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400))
 }

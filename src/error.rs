@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde::Deserialize;
 
 use crate::quota::Quota;
@@ -40,16 +40,22 @@ pub enum Error {
 
     /// The client held the request back without sending it: the service asked for quiet (a
     /// `Retry-After`, or a spent quota) for longer than the retry policy's
-    /// [`max_server_wait`](crate::RetryPolicy::max_server_wait).
+    /// [`max_server_wait`](crate::RetryPolicy::max_server_wait) or what is left of the
+    /// [call timeout](crate::PetStoreClientBuilder::call_timeout).
     #[error(
-        "the request was not sent: the rate limit allows the next request in {}s, longer than this client waits",
-        retry_after.as_secs()
+        "the request was not sent: {cause} for another {}s, longer than this call may wait{}",
+        ceil_secs(*retry_after),
+        Attempts(*attempts)
     )]
     Throttled {
         /// How long until the service accepts requests again.
         retry_after: Duration,
         /// The quota the service last reported, if any.
         quota: Option<Quota>,
+        /// Why the service asked for quiet.
+        cause: ThrottleCause,
+        /// Requests this call sent before it was held back.
+        attempts: u32,
     },
 
     /// A timeout elapsed.
@@ -84,7 +90,7 @@ pub enum Error {
     },
 
     /// A successful response whose body is not what the specification says.
-    #[error("could not decode the {operation} response at `{path}`: {message}")]
+    #[error("could not decode the {operation} response at `{path}`: {message}{}", Attempts(*attempts))]
     Decode {
         /// The operation (`listPets`, `createPet`, `getPet`).
         operation: &'static str,
@@ -96,16 +102,20 @@ pub enum Error {
         message: String,
         /// The start of the body, at most 512 bytes, for diagnosis.
         snippet: String,
+        /// Requests the call sent, this one included.
+        attempts: u32,
     },
 
     /// The response body was larger than the client accepts; reading stopped at the limit.
-    #[error("the response body is larger than the {limit}-byte limit (HTTP {status})")]
+    #[error("the response body is larger than the {limit}-byte limit (HTTP {status}){}", Attempts(*attempts))]
     BodyTooLarge {
         /// The HTTP status of the response.
         status: u16,
         /// The configured limit, see
         /// [`PetStoreClientBuilder::max_response_body`](crate::PetStoreClientBuilder::max_response_body).
         limit: usize,
+        /// Requests the call sent, this one included.
+        attempts: u32,
     },
 
     /// An argument is outside what the specification allows; nothing was sent.
@@ -125,6 +135,29 @@ pub enum Error {
         /// What is wrong, without the API key.
         reason: String,
     },
+}
+
+/// Why the service asked for quiet, in an [`Error::Throttled`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ThrottleCause {
+    /// The rate limit: a 429, or a window's budget spent.
+    RateLimited,
+    /// The service is unavailable: a 503 with `Retry-After`.
+    Unavailable,
+}
+
+impl fmt::Display for ThrottleCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::RateLimited => "the rate limit allows no request",
+            Self::Unavailable => "the service asked for quiet while unavailable",
+        })
+    }
+}
+
+fn ceil_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
 }
 
 /// Which of the client's timeouts fired.
@@ -275,9 +308,11 @@ impl Error {
             Self::Api(api) => api.attempts(),
             Self::Timeout { attempts, .. }
             | Self::Connect { attempts, .. }
-            | Self::Connection { attempts, .. } => *attempts,
-            Self::Decode { .. } | Self::BodyTooLarge { .. } => 1,
-            Self::Throttled { .. } | Self::InvalidArgument { .. } | Self::Config { .. } => 0,
+            | Self::Connection { attempts, .. }
+            | Self::Decode { attempts, .. }
+            | Self::BodyTooLarge { attempts, .. }
+            | Self::Throttled { attempts, .. } => *attempts,
+            Self::InvalidArgument { .. } | Self::Config { .. } => 0,
         }
     }
 
@@ -293,8 +328,11 @@ impl Error {
             Self::Api(api) => api.attempts = made,
             Self::Timeout { attempts, .. }
             | Self::Connect { attempts, .. }
-            | Self::Connection { attempts, .. } => *attempts = made,
-            _ => {}
+            | Self::Connection { attempts, .. }
+            | Self::Decode { attempts, .. }
+            | Self::BodyTooLarge { attempts, .. }
+            | Self::Throttled { attempts, .. } => *attempts = made,
+            Self::InvalidArgument { .. } | Self::Config { .. } => {}
         }
         self
     }
@@ -380,13 +418,12 @@ impl ApiError {
         self
     }
 
-    /// The one mapping from an error response to an error.
+    /// The one mapping from an error response to an error; `retry_after` as read at its head.
     pub(crate) fn from_response(
         status: StatusCode,
-        headers: &HeaderMap,
         body: &[u8],
         quota: Option<Quota>,
-        now: chrono::DateTime<chrono::Utc>,
+        retry_after: Option<Duration>,
     ) -> Self {
         let object = serde_json::from_slice::<ErrorObject>(body).ok();
         let (code, message, body_snippet) = match object {
@@ -399,7 +436,7 @@ impl ApiError {
             message,
             body_snippet,
             quota,
-            retry_after: crate::quota::retry_after(headers, now),
+            retry_after,
             attempts: 1,
         }
     }

@@ -8,13 +8,15 @@ use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
+use tokio::time::Instant;
 use tracing::Instrument;
 use url::Url;
 
 use crate::client::PetStoreClient;
+use crate::clock;
 use crate::deprecation::Deprecation;
 use crate::error::{ApiError, Error, Result, TimeoutKind, snippet};
-use crate::quota::Quota;
+use crate::rate::{HeadReport, Permit};
 use crate::response::Response;
 use crate::retry::{Action, RetryPolicy, classify_failure, classify_status};
 
@@ -54,12 +56,13 @@ pub(crate) struct Call {
     pub(crate) retry: Option<RetryPolicy>,
 }
 
-/// A response, read whole (up to the body limit).
+/// A response, read whole (up to the body limit), with what its head said of the rate limits.
 struct Exchange {
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
     truncated: bool,
+    report: HeadReport,
 }
 
 /// Error bodies are only read for their error object or a snippet; more is not needed.
@@ -74,9 +77,11 @@ impl PetStoreClient {
             path = call.url.path(),
         );
         let attempts = AtomicU32::new(0);
-        let run = self.run(&call, &attempts);
-        match self.inner.call_timeout {
-            Some(limit) => tokio::time::timeout(limit, run)
+        let limit = self.inner.call_timeout;
+        let deadline = limit.map(clock::after);
+        let run = self.run(&call, &attempts, deadline);
+        match (limit, deadline) {
+            (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
                 .await
                 .unwrap_or_else(|_| {
@@ -86,7 +91,7 @@ impl PetStoreClient {
                         attempts: attempts.load(Ordering::Relaxed),
                     })
                 }),
-            None => run.instrument(span).await,
+            _ => run.instrument(span).await,
         }
     }
 
@@ -94,6 +99,7 @@ impl PetStoreClient {
         &self,
         call: &Call,
         attempts: &AtomicU32,
+        deadline: Option<Instant>,
     ) -> Result<Response<T>> {
         let inner = &self.inner;
         let policy = call.retry.as_ref().unwrap_or(&inner.retry);
@@ -102,60 +108,54 @@ impl PetStoreClient {
         let mut delays = policy.schedule();
         loop {
             let permit = inner
-                .throttle
-                .admit(operation.name(), policy.max_server_wait())
-                .await?;
+                .rate
+                .admit(operation.name(), policy.max_server_wait(), deadline)
+                .await
+                .map_err(|e| e.with_attempts(attempts.load(Ordering::Relaxed)))?;
             let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
             let span = tracing::debug_span!("attempt", attempt, status = tracing::field::Empty);
-            let outcome = self.attempt(call).instrument(span.clone()).await;
+            let outcome = self
+                .attempt(call, permit, policy)
+                .instrument(span.clone())
+                .await;
             let (action, error) = match outcome {
+                Ok(exchange) if exchange.status.is_success() => {
+                    span.record("status", exchange.status.as_u16());
+                    return self
+                        .finish(operation, exchange, attempt)
+                        .map_err(|e| e.with_attempts(attempt));
+                }
                 Ok(exchange) => {
                     span.record("status", exchange.status.as_u16());
-                    let quota = Quota::from_headers(&exchange.headers);
-                    if exchange.status.is_success() {
-                        permit.complete(quota);
-                        return self.finish(operation, exchange, quota, attempt);
-                    }
-                    let now = inner.throttle.clock().now_utc();
+                    let report = exchange.report;
                     let error = ApiError::from_response(
                         exchange.status,
-                        &exchange.headers,
                         &exchange.body,
-                        quota,
-                        now,
+                        report.quota,
+                        report.retry_after,
                     );
-                    let server_wait = error.retry_after();
-                    let status = exchange.status;
-                    if status == StatusCode::TOO_MANY_REQUESTS
-                        || (status == StatusCode::SERVICE_UNAVAILABLE && server_wait.is_some())
-                    {
-                        inner
-                            .throttle
-                            .cool_down(server_wait.unwrap_or(policy.initial_delay()));
-                    }
-                    // Only now, with the gate closed, may a held request look again.
-                    permit.complete(quota);
                     (
-                        classify_status(&method, status, server_wait),
+                        classify_status(&method, exchange.status, report.quiet),
                         Error::from(error),
                     )
                 }
-                Err(error) => {
-                    drop(permit);
-                    (classify_failure(&method, &error), error)
-                }
+                Err(error) => (classify_failure(&method, &error), error),
             };
             let error = error.with_attempts(attempt);
-            let Action::Retry { server_wait } = action else {
+            let Action::Retry { floor } = action else {
                 return Err(error);
             };
+            if floor > policy.max_server_wait() {
+                return Err(error);
+            }
             let Some(backoff) = delays.next() else {
                 return Err(error);
             };
-            let (delay, source) = match server_wait {
-                Some(wait) if wait > policy.max_server_wait() => return Err(error),
-                Some(wait) => (wait, "Retry-After"),
-                None => (backoff, "backoff"),
+            // `Retry-After` is a floor: the backoff (and its jitter) only ever adds to it.
+            let (delay, source) = if floor >= backoff {
+                (floor, "Retry-After")
+            } else {
+                (backoff, "backoff")
             };
             tracing::info!(
                 operation = operation.name(),
@@ -169,8 +169,16 @@ impl PetStoreClient {
         }
     }
 
-    /// One request and its whole response, within the per-attempt timeout.
-    async fn attempt(&self, call: &Call) -> Result<Exchange> {
+    /// One request and its whole response, within the per-attempt timeout. The permit is
+    /// reported as soon as the response head arrives, before the body is read, so that a body
+    /// that fails cannot lose the quota or the wait the head carried; dropped before then (the
+    /// attempt timed out, the call was cancelled), it counts the request as spent.
+    async fn attempt(
+        &self,
+        call: &Call,
+        permit: Permit<'_>,
+        policy: &RetryPolicy,
+    ) -> Result<Exchange> {
         let inner = &self.inner;
         let mut request = inner
             .http
@@ -183,33 +191,47 @@ impl PetStoreClient {
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
                 .body(body.clone());
         }
-        let exchange = async {
-            let mut response = request.send().await.map_err(|e| self.transport_error(e))?;
-            let status = response.status();
-            let headers = std::mem::take(response.headers_mut());
-            let cap = if status.is_success() {
-                inner.max_response_body
-            } else {
-                inner.max_response_body.min(ERROR_BODY_CAP)
+        let exchange = async move {
+            let mut response = match request.send().await {
+                Ok(response) => response,
+                Err(error) => {
+                    let error = self.transport_error(error);
+                    if error.is_connect() {
+                        permit.not_sent();
+                    }
+                    return Err(error);
+                }
             };
-            if status.is_success()
-                && response
+            let status = response.status();
+            let report = permit.at_head(status, response.headers(), Instant::now(), policy);
+            let headers = std::mem::take(response.headers_mut());
+            let (body, truncated) = if status.is_success() {
+                let cap = inner.max_response_body;
+                if response
                     .content_length()
                     .is_some_and(|len| len > cap as u64)
-            {
-                return Err(Error::BodyTooLarge {
-                    status: status.as_u16(),
-                    limit: cap,
-                });
-            }
-            let (body, truncated) = read_body(&mut response, cap)
-                .await
-                .map_err(|e| self.transport_error(e))?;
+                {
+                    return Err(Error::BodyTooLarge {
+                        status: status.as_u16(),
+                        limit: cap,
+                        attempts: 1,
+                    });
+                }
+                read_body(&mut response, cap)
+                    .await
+                    .map_err(|e| self.transport_error(e))?
+            } else {
+                // An error body only adds detail to what the head said; one that fails is
+                // taken as empty rather than turning a 429 into a connection error.
+                let cap = inner.max_response_body.min(ERROR_BODY_CAP);
+                read_body(&mut response, cap).await.unwrap_or_default()
+            };
             Ok(Exchange {
                 status,
                 headers,
                 body,
                 truncated,
+                report,
             })
         };
         match inner.attempt_timeout {
@@ -230,13 +252,13 @@ impl PetStoreClient {
         &self,
         operation: Operation,
         exchange: Exchange,
-        quota: Option<Quota>,
         attempts: u32,
     ) -> Result<Response<T>> {
         if exchange.truncated {
             return Err(Error::BodyTooLarge {
                 status: exchange.status.as_u16(),
                 limit: self.inner.max_response_body,
+                attempts: 1,
             });
         }
         let value = decode(operation, exchange.status, &exchange.body)?;
@@ -248,7 +270,7 @@ impl PetStoreClient {
             value,
             exchange.status,
             exchange.headers,
-            quota,
+            exchange.report.quota,
             deprecation,
             attempts,
         ))
@@ -341,6 +363,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
         path,
         message,
         snippet: snippet(body),
+        attempts: 1,
     };
     let text = std::str::from_utf8(body)
         .map_err(|e| decode_error(".".to_owned(), format!("the body is not UTF-8: {e}")))?;

@@ -108,19 +108,20 @@ mod http;
 mod models;
 mod pets;
 mod quota;
+mod rate;
 mod response;
 mod retry;
 #[cfg(feature = "sandbox")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
 pub mod sandbox;
-mod throttle;
 
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use deprecation::Deprecation;
-pub use error::{ApiError, Error, Result, TimeoutKind};
+pub use error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
 pub use pets::{CreatePet, GetPet, ListPets};
 pub use quota::Quota;
+pub use rate::{Pacing, RateLimitScope};
 pub use response::Response;
 pub use retry::RetryPolicy;
 
@@ -152,16 +153,22 @@ pub mod __private {
                 map.append(name, value);
             }
         }
-        let now = chrono::Utc::now();
-        let _ = crate::quota::Quota::from_headers(&map);
-        let _ = crate::quota::retry_after(&map, now);
+        let server = crate::rate::ServerTime::of_response(
+            &map,
+            tokio::time::Instant::now(),
+            &crate::clock::Clock::new(),
+        );
+        let quota = crate::quota::Quota::from_headers(&map);
+        let retry_after = crate::quota::retry_after(&map, &server);
+        if let Some(quota) = quota {
+            let _ = server.instant_of(quota.reset.timestamp());
+        }
         let _ = crate::deprecation::Deprecation::from_headers(&map);
         let _ = crate::error::ApiError::from_response(
             ::http::StatusCode::TOO_MANY_REQUESTS,
-            &map,
             headers,
-            None,
-            now,
+            quota,
+            retry_after,
         );
     }
 }

@@ -1,10 +1,12 @@
 //! Rate-limit state reported by the service: the `X-RateLimit-*` headers and `Retry-After`.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName};
+
+use crate::rate::ServerTime;
 
 /// The rate-limit quota the service reported on a response.
 ///
@@ -87,36 +89,51 @@ fn single_integer(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
     parse_digits(value.to_str().ok()?.trim())
 }
 
-/// Strict decimal digits: `u64::from_str` would also take a leading `+`, which HTTP does not.
-fn parse_digits(value: &str) -> Option<u64> {
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// Strict decimal digits, the one integer syntax HTTP headers use: `u64::from_str` would also
+/// take a leading `+`. `None` when the value is not digits or does not fit.
+pub(crate) fn parse_digits(value: &str) -> Option<u64> {
+    if is_digits(value) {
+        value.parse().ok()
+    } else {
+        None
     }
-    value.parse().ok()
 }
 
-/// How long `Retry-After` asks to wait, from `now`: delay-seconds or an HTTP-date (RFC 9110
-/// §10.2.3). A date in the past means no wait; a malformed or repeated header means no hint.
-/// Seconds too large for a `u64` saturate, so that a huge wait is still recognised as one.
-pub(crate) fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+fn is_digits(value: &str) -> bool {
+    !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// How long `Retry-After` asks to wait: delay-seconds or an HTTP-date (RFC 9110 §10.2.3), the
+/// date read on the service's clock. A date in the past means no wait. A repeated or
+/// unreadable header gives `None`.
+///
+/// Read so as never to shorten the wait: seconds too large for a `u64` saturate, and a decimal
+/// (`1.5`, which the RFC does not allow but servers send) rounds up.
+pub(crate) fn retry_after(headers: &HeaderMap, server: &ServerTime) -> Option<Duration> {
     let mut values = headers.get_all(RETRY_AFTER).iter();
     let value = values.next()?.to_str().ok()?.trim();
     if values.next().is_some() {
         return None;
     }
-    parse_retry_after(value, now)
+    parse_retry_after(value, server)
 }
 
-fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+fn parse_retry_after(value: &str, server: &ServerTime) -> Option<Duration> {
+    if is_digits(value) {
+        return Some(Duration::from_secs(parse_digits(value).unwrap_or(u64::MAX)));
     }
-    let date: SystemTime = httpdate::parse_http_date(value).ok()?;
-    Some(
-        (DateTime::<Utc>::from(date) - now)
-            .to_std()
-            .unwrap_or(Duration::ZERO),
-    )
+    if let Some((whole, fraction)) = value.split_once('.') {
+        if is_digits(whole) && is_digits(fraction) {
+            let seconds = parse_digits(whole).unwrap_or(u64::MAX);
+            let round_up = fraction.bytes().any(|b| b != b'0');
+            return Some(Duration::from_secs(
+                seconds.saturating_add(u64::from(round_up)),
+            ));
+        }
+        return None;
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(server.until(date))
 }
 
 #[cfg(test)]
@@ -139,6 +156,11 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+    }
+
+    /// The service's clock reads `now()`.
+    fn server() -> ServerTime {
+        ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
     }
 
     #[test]
@@ -202,23 +224,28 @@ mod tests {
                 "99999999999999999999999",
                 Some(Duration::from_secs(u64::MAX)),
             ),
+            ("1.5", Some(Duration::from_secs(2))),
+            ("2.0", Some(Duration::from_secs(2))),
+            ("0.001", Some(Duration::from_secs(1))),
             ("-5", None),
-            ("1.5", None),
+            ("1.", None),
+            (".5", None),
+            ("1.5.2", None),
             ("soon", None),
             ("", None),
         ];
         for (value, expected) in cases {
             assert_eq!(
-                retry_after(&headers(&[("Retry-After", value)]), now()),
+                retry_after(&headers(&[("Retry-After", value)]), &server()),
                 expected,
                 "{value:?}"
             );
         }
-        assert_eq!(retry_after(&HeaderMap::new(), now()), None);
+        assert_eq!(retry_after(&HeaderMap::new(), &server()), None);
         assert_eq!(
             retry_after(
                 &headers(&[("Retry-After", "1"), ("Retry-After", "2")]),
-                now()
+                &server()
             ),
             None
         );
@@ -227,22 +254,22 @@ mod tests {
     proptest! {
         #[test]
         fn retry_after_never_panics(value in "\\PC*") {
-            let _ = parse_retry_after(&value, now());
+            let _ = parse_retry_after(&value, &server());
         }
 
         #[test]
         fn retry_after_seconds_round_trip(secs in any::<u64>()) {
             prop_assert_eq!(
-                parse_retry_after(&secs.to_string(), now()),
+                parse_retry_after(&secs.to_string(), &server()),
                 Some(Duration::from_secs(secs))
             );
         }
 
         #[test]
         fn retry_after_dates_round_trip(offset in 0u64..10_000_000) {
-            let at = SystemTime::from(now()) + Duration::from_secs(offset);
+            let at = std::time::SystemTime::from(now()) + Duration::from_secs(offset);
             prop_assert_eq!(
-                parse_retry_after(&httpdate::fmt_http_date(at), now()),
+                parse_retry_after(&httpdate::fmt_http_date(at), &server()),
                 Some(Duration::from_secs(offset))
             );
         }

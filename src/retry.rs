@@ -20,8 +20,10 @@ use crate::error::{Error, TimeoutKind};
 /// | [`jitter`](Self::jitter) | on | each delay grows by a random amount of up to itself (still capped by `max_delay`), so that clients do not retry in lockstep |
 /// | [`max_server_wait`](Self::max_server_wait) | 120 s | the longest wait the client sits through when the service asks for quiet; a longer one fails the call at once with the rate-limited error |
 ///
-/// When the service sends `Retry-After`, the delay is exactly that wait, never less; otherwise
-/// it is the exponential delay above. What is retried:
+/// `Retry-After` is a floor: the delay before a retry is the longer of the wait the service asked
+/// for and the exponential delay above (jitter only ever adds to it), so `Retry-After: 0` is
+/// still backed off from, more at each attempt. A 429 without a readable `Retry-After` waits at
+/// least 1 s. What is retried:
 ///
 /// | outcome | `GET` (list, get) | `POST` (create) |
 /// | --- | --- | --- |
@@ -155,6 +157,15 @@ impl RetryPolicy {
         self.max_server_wait
     }
 
+    /// The un-jittered exponential delay after `n` failures in a row (`n` from 0), capped by
+    /// `max_delay`.
+    pub(crate) fn step(&self, n: u32) -> Duration {
+        let growth = f64::from(self.factor).powi(i32::try_from(n).unwrap_or(i32::MAX));
+        Duration::try_from_secs_f64(self.initial_delay.as_secs_f64() * growth)
+            .unwrap_or(Duration::MAX)
+            .min(self.max_delay)
+    }
+
     /// The delays of one call's retries, in order; it ends after `max_retries` delays.
     pub(crate) fn schedule(&self) -> Schedule {
         let mut builder = ExponentialBuilder::new()
@@ -192,21 +203,50 @@ impl Iterator for Schedule {
 pub(crate) enum Action {
     /// The outcome is final: a success, or an error not worth retrying.
     Finish,
-    /// Retry, after at least the wait the service asked for, if it did.
-    Retry { server_wait: Option<Duration> },
+    /// Retry, after at least `floor` (the quiet the service asked for, if it did).
+    Retry { floor: Duration },
+}
+
+/// The quiet a response asks of every request on the key, not just of its own call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quiet {
+    /// A 429: over the rate limit.
+    RateLimited(Duration),
+    /// A 503 with `Retry-After`: the service is overloaded or down for a while.
+    Unavailable(Duration),
+}
+
+impl Quiet {
+    pub(crate) fn wait(self) -> Duration {
+        match self {
+            Self::RateLimited(wait) | Self::Unavailable(wait) => wait,
+        }
+    }
+}
+
+/// The least a 429 without a readable `Retry-After` waits.
+const RATE_LIMITED_FLOOR: Duration = Duration::from_secs(1);
+
+/// Whether a response closes the cooldown gate, and for at least how long: a 429 always (a
+/// service that bans keys for calling on after one must not see another request before the
+/// wait is over), a 503 when it says how long.
+pub(crate) fn quiet(status: StatusCode, retry_after: Option<Duration>) -> Option<Quiet> {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => Some(Quiet::RateLimited(
+            retry_after.unwrap_or(RATE_LIMITED_FLOOR),
+        )),
+        StatusCode::SERVICE_UNAVAILABLE => retry_after.map(Quiet::Unavailable),
+        _ => None,
+    }
 }
 
 /// Classifies a response status: 429 is always safe to retry (the request was not processed);
 /// 5xx only for methods that may be repeated.
-pub(crate) fn classify_status(
-    method: &Method,
-    status: StatusCode,
-    server_wait: Option<Duration>,
-) -> Action {
-    let repeatable = is_repeatable(method);
+pub(crate) fn classify_status(method: &Method, status: StatusCode, quiet: Option<Quiet>) -> Action {
+    let floor = quiet.map_or(Duration::ZERO, Quiet::wait);
     match status.as_u16() {
-        429 => Action::Retry { server_wait },
-        500 | 502 | 503 | 504 if repeatable => Action::Retry { server_wait },
+        429 => Action::Retry { floor },
+        500 | 502 | 503 | 504 if is_repeatable(method) => Action::Retry { floor },
         _ => Action::Finish,
     }
 }
@@ -224,7 +264,9 @@ pub(crate) fn classify_failure(method: &Method, error: &Error) -> Action {
             }
     );
     if transient && is_repeatable(method) {
-        Action::Retry { server_wait: None }
+        Action::Retry {
+            floor: Duration::ZERO,
+        }
     } else {
         Action::Finish
     }
@@ -292,20 +334,51 @@ mod tests {
     }
 
     #[test]
+    fn a_429_always_asks_for_quiet_and_a_503_when_it_says_how_long() {
+        let three = Duration::from_secs(3);
+        let limited = StatusCode::TOO_MANY_REQUESTS;
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        assert_eq!(quiet(limited, Some(three)), Some(Quiet::RateLimited(three)));
+        assert_eq!(
+            quiet(limited, Some(Duration::ZERO)),
+            Some(Quiet::RateLimited(Duration::ZERO))
+        );
+        assert_eq!(quiet(limited, None), Some(Quiet::RateLimited(secs(1.0))));
+        assert_eq!(
+            quiet(unavailable, Some(three)),
+            Some(Quiet::Unavailable(three))
+        );
+        assert_eq!(quiet(unavailable, None), None);
+        assert_eq!(quiet(StatusCode::INTERNAL_SERVER_ERROR, Some(three)), None);
+    }
+
+    #[test]
+    fn steps_grow_without_jitter_up_to_the_cap() {
+        let policy = RetryPolicy::default();
+        let steps: Vec<_> = (0..7).map(|n| policy.step(n)).collect();
+        assert_eq!(
+            steps,
+            [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0].map(secs).to_vec()
+        );
+        assert_eq!(policy.step(u32::MAX), secs(8.0));
+    }
+
+    #[test]
     fn statuses_are_classified_by_method() {
-        let wait = Some(Duration::from_secs(3));
+        let three = Duration::from_secs(3);
+        let wait = Some(Quiet::Unavailable(three));
         for status in [500, 502, 503, 504] {
             let status = StatusCode::from_u16(status).unwrap();
             assert_eq!(
                 classify_status(&Method::GET, status, wait),
-                Action::Retry { server_wait: wait }
+                Action::Retry { floor: three }
             );
             assert_eq!(classify_status(&Method::POST, status, wait), Action::Finish);
         }
         for method in [Method::GET, Method::POST] {
             assert_eq!(
                 classify_status(&method, StatusCode::TOO_MANY_REQUESTS, wait),
-                Action::Retry { server_wait: wait }
+                Action::Retry { floor: three }
             );
             for status in [200, 201, 400, 401, 404, 409, 501] {
                 let status = StatusCode::from_u16(status).unwrap();
@@ -334,7 +407,9 @@ mod tests {
         for failure in &failures {
             assert_eq!(
                 classify_failure(&Method::GET, failure),
-                Action::Retry { server_wait: None }
+                Action::Retry {
+                    floor: Duration::ZERO
+                }
             );
             assert_eq!(classify_failure(&Method::POST, failure), Action::Finish);
         }

@@ -334,7 +334,7 @@ async fn a_success_body_over_the_limit_is_body_too_large() {
         .unwrap();
     let error = small.list_pets().send().await.unwrap_err();
     assert!(
-        matches!(error, Error::BodyTooLarge { status: 200, limit } if limit == exact - 1),
+        matches!(error, Error::BodyTooLarge { status: 200, limit, attempts: 1 } if limit == exact - 1),
         "{error:?}"
     );
     assert_eq!(
@@ -380,7 +380,8 @@ async fn a_chunked_success_body_over_the_limit_is_body_too_large() {
             error,
             Error::BodyTooLarge {
                 status: 200,
-                limit: 10
+                limit: 10,
+                attempts: 1
             }
         ),
         "{error:?}"

@@ -262,7 +262,8 @@ async fn a_huge_content_length_is_refused_without_reading() {
             error,
             Error::BodyTooLarge {
                 status: 200,
-                limit: 1_048_576
+                limit: 1_048_576,
+                attempts: 1
             }
         ),
         "{error:?}"
@@ -334,15 +335,8 @@ fn paused_client(server: &MockServer) -> PetStoreClient {
 }
 
 #[tokio::test(start_paused = true)]
-async fn unusable_retry_after_values_fall_back_to_the_backoff() {
-    for values in [
-        &["-5"][..],
-        &["soon"],
-        &["1.5"],
-        &["", ""],
-        &["3", "4"],
-        &["0x10"],
-    ] {
+async fn unusable_retry_after_values_on_a_429_give_the_backoff_with_a_one_second_floor() {
+    for values in [&["-5"][..], &["soon"], &["", ""], &["3", "4"], &["0x10"]] {
         let server = rate_limited(values, &[]).await;
         let start = Instant::now();
 
@@ -353,13 +347,13 @@ async fn unusable_retry_after_values_fall_back_to_the_backoff() {
             .unwrap();
 
         assert_eq!(response.attempts(), 2, "{values:?}");
-        assert_eq!(start.elapsed(), Duration::from_millis(500), "{values:?}");
+        assert_eq!(start.elapsed(), Duration::from_secs(1), "{values:?}");
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_retry_after_date_in_the_past_means_no_wait() {
-    let server = rate_limited(&["Sun, 06 Nov 1994 08:49:37 GMT"], &[]).await;
+async fn a_decimal_retry_after_is_rounded_up_never_shortened() {
+    let server = rate_limited(&["1.5"], &[]).await;
     let start = Instant::now();
 
     let response = paused_client(&server)
@@ -369,7 +363,35 @@ async fn a_retry_after_date_in_the_past_means_no_wait() {
         .unwrap();
 
     assert_eq!(response.attempts(), 2);
-    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_of_zero_or_in_the_past_still_backs_off_and_grows() {
+    for value in ["Sun, 06 Nov 1994 08:49:37 GMT", "0"] {
+        let server = rate_limited(&[value], &[]).await;
+        let start = Instant::now();
+
+        let response = paused_client(&server)
+            .list_pets()
+            .send_with_meta()
+            .await
+            .unwrap();
+
+        assert_eq!(response.attempts(), 2, "{value}");
+        assert_eq!(start.elapsed(), Duration::from_millis(500), "{value}");
+    }
+    // Every answer a 429 with `Retry-After: 0`: the delays grow as the backoff's.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(429).append_header("Retry-After", "0"))
+        .expect(4)
+        .mount(&server)
+        .await;
+    let start = Instant::now();
+    let error = paused_client(&server).list_pets().send().await.unwrap_err();
+    assert_eq!(error.attempts(), 4);
+    assert_eq!(start.elapsed(), Duration::from_millis(500 + 1_000 + 2_000));
 }
 
 #[tokio::test(start_paused = true)]

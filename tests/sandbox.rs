@@ -121,7 +121,7 @@ fn assert_quota_headers(response: &Raw) {
 /// A client that neither retries nor paces, so that it shows what the sandbox answers.
 fn client(sandbox: &Sandbox, plan: Plan) -> PetStoreClient {
     sandbox_client(sandbox, sandbox.key(plan), RetryPolicy::none())
-        .quota_pacing(false)
+        .pacing(petstore_client::Pacing::Off)
         .build()
         .unwrap()
 }
@@ -448,7 +448,7 @@ async fn the_day_window_binds_once_it_has_fewer_requests_left() {
         .await
         .unwrap();
     let client = sandbox_client(&sandbox, "daily", RetryPolicy::none())
-        .quota_pacing(false)
+        .pacing(petstore_client::Pacing::Off)
         .build()
         .unwrap();
     for _ in 0..10 {
@@ -860,13 +860,16 @@ async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
     assert_eq!(received.len(), promised / 2);
     assert!(received.starts_with(br#"{"code":"#));
 
-    sandbox.inject(Fault::status(503).cut_body().times(1));
+    // The client acts on the head: a cut error body loses neither the status nor the quota.
+    sandbox.inject(Fault::status(503).retry_after(1).cut_body().times(1));
     let error = client(&sandbox, Plan::Pro)
         .list_pets()
         .send()
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+    assert_eq!(error.status(), Some(503), "{error:?}");
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+    assert!(error.quota().is_some());
 }
 
 #[tokio::test(start_paused = true)]

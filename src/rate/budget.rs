@@ -1,0 +1,311 @@
+//! The budgets of the service's rate-limit windows, as responses report them.
+//!
+//! The headers show whichever window binds (a minute, a day), so the budgets are kept per
+//! window, told apart by their limit, each for the period its reset names. Nothing is assumed
+//! about a period no response has reported: once a window's reset has passed, its budget is
+//! unknown until a later response reports again.
+
+use tokio::time::Instant;
+
+use crate::quota::Quota;
+
+/// Windows the service can report at once; the specification has two.
+const MAX_WINDOWS: usize = 4;
+
+/// Responses without rate-limit headers, in a row and with no window known, after which the
+/// service is taken not to meter this key. One such response (a proxy's error page) is not
+/// enough to give up the one-request-at-a-time start.
+const UNMETERED_AFTER: u32 = 8;
+
+/// The largest number of instances the fleet estimate believes in.
+const MAX_FLEET: f64 = 1_000.0;
+
+#[derive(Debug)]
+pub(crate) struct Budgets {
+    windows: Vec<Window>,
+    /// How many instances share the key, as this process reckons from the budget falling
+    /// faster than its own requests explain; at least 1.
+    fleet: f64,
+    without_quota: u32,
+}
+
+/// One period of one window.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    limit: u64,
+    /// The period's end on the service's clock (unix seconds): which period this is.
+    reset: i64,
+    /// The local instant the period ends.
+    reset_at: Instant,
+    /// The budget left: the lowest `remaining` reported (responses arrive out of order), less
+    /// the requests this process spent on doubt since.
+    remaining: u64,
+    /// The highest and lowest `remaining` reported, and how many of this process's responses
+    /// reported this period: the fleet estimate.
+    highest: u64,
+    lowest: u64,
+    reports: u32,
+}
+
+/// What is known of the budget at one instant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Known {
+    /// Nothing, or a window's period has ended with no report of the next: probe.
+    Unknown,
+    /// The service does not meter this key (no rate-limit headers, many times).
+    Unmetered,
+    /// The budget of the windows in force.
+    Budget(Budget),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Budget {
+    /// The least budget left in any window (before subtracting requests in flight).
+    pub(crate) remaining: u64,
+    /// When the window that has the least left ends.
+    pub(crate) reset_at: Instant,
+    /// A window allows no request at all (`X-RateLimit-Limit: 0`).
+    pub(crate) zero_limit: bool,
+    /// Every window with its end, for pacing: `(remaining, reset_at)`.
+    windows: [(u64, Instant); MAX_WINDOWS],
+    count: usize,
+}
+
+impl Budget {
+    /// Every window in force, as `(remaining, reset_at)`.
+    pub(crate) fn windows(&self) -> &[(u64, Instant)] {
+        &self.windows[..self.count]
+    }
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            windows: Vec::with_capacity(MAX_WINDOWS),
+            fleet: 1.0,
+            without_quota: 0,
+        }
+    }
+}
+
+impl Budgets {
+    /// A response whose head arrived at `at` reported `quota`, whose period ends at `reset_at`.
+    pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant) {
+        self.without_quota = 0;
+        if reset_at <= at {
+            // A period that was over when the answer arrived says nothing about the next.
+            return;
+        }
+        // Any window whose period had ended is resolved: the headers show the window that
+        // binds, so one not shown has at least this much left.
+        self.windows.retain(|w| w.reset_at > at);
+        let reset = quota.reset.timestamp();
+        match self.windows.iter_mut().find(|w| w.limit == quota.limit) {
+            Some(window) if window.reset == reset => {
+                window.remaining = window.remaining.min(quota.remaining);
+                window.lowest = window.lowest.min(quota.remaining);
+                window.highest = window.highest.max(quota.remaining);
+                window.reports += 1;
+                if window.reports >= 2 {
+                    let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
+                    let own = f64::from(window.reports - 1);
+                    self.fleet = (others_and_own / own).clamp(1.0, MAX_FLEET);
+                }
+            }
+            Some(window) if window.reset > reset => {}
+            found => {
+                let fresh = Window {
+                    limit: quota.limit,
+                    reset,
+                    reset_at,
+                    remaining: quota.remaining,
+                    highest: quota.remaining,
+                    lowest: quota.remaining,
+                    reports: 1,
+                };
+                match found {
+                    Some(window) => *window = fresh,
+                    None => {
+                        if self.windows.len() == MAX_WINDOWS {
+                            self.windows.remove(0);
+                        }
+                        self.windows.push(fresh);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A response arrived without rate-limit headers.
+    pub(crate) fn report_none(&mut self) {
+        if self.windows.is_empty() {
+            self.without_quota = self.without_quota.saturating_add(1);
+        }
+    }
+
+    /// A request may have reached the service and no answer will tell: count it as spent.
+    pub(crate) fn spend_on_doubt(&mut self) {
+        for window in &mut self.windows {
+            window.remaining = window.remaining.saturating_sub(1);
+        }
+    }
+
+    /// How many instances this process reckons share the key.
+    pub(crate) fn fleet(&self) -> f64 {
+        self.fleet
+    }
+
+    pub(crate) fn known(&self, now: Instant) -> Known {
+        if self.windows.iter().any(|w| w.reset_at <= now) {
+            return Known::Unknown;
+        }
+        let Some(binding) = self
+            .windows
+            .iter()
+            .min_by_key(|w| (w.remaining, w.reset_at))
+        else {
+            return if self.without_quota >= UNMETERED_AFTER {
+                Known::Unmetered
+            } else {
+                Known::Unknown
+            };
+        };
+        let mut windows = [(0, now); MAX_WINDOWS];
+        for (slot, window) in windows.iter_mut().zip(&self.windows) {
+            *slot = (window.remaining, window.reset_at);
+        }
+        Known::Budget(Budget {
+            remaining: binding.remaining,
+            reset_at: binding.reset_at,
+            zero_limit: self.windows.iter().any(|w| w.limit == 0),
+            windows,
+            count: self.windows.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::DateTime;
+
+    use super::*;
+
+    fn quota(limit: u64, remaining: u64, reset: i64) -> Quota {
+        Quota::new(
+            limit,
+            remaining,
+            DateTime::from_timestamp(reset, 0).unwrap(),
+        )
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn budget(budgets: &Budgets, now: Instant) -> Budget {
+        match budgets.known(now) {
+            Known::Budget(budget) => budget,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_is_known_until_a_report_and_after_its_period_ends() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        assert_eq!(budgets.known(t0), Known::Unknown);
+        budgets.report(quota(60, 59, 1_000), t0 + secs(30), t0);
+        assert_eq!(budget(&budgets, t0).remaining, 59);
+        assert_eq!(
+            budgets.known(t0 + secs(30)),
+            Known::Unknown,
+            "never assume the full limit"
+        );
+        budgets.report(quota(60, 10, 1_060), t0 + secs(90), t0 + secs(31));
+        assert_eq!(budget(&budgets, t0 + secs(31)).remaining, 10);
+    }
+
+    #[test]
+    fn a_stale_report_gives_back_nothing() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 20, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(60, 25, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(60, 50, 940), t0 + secs(30), t0);
+        assert_eq!(budget(&budgets, t0).remaining, 20);
+    }
+
+    #[test]
+    fn the_window_with_least_left_binds_and_a_period_over_on_arrival_is_ignored() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(20, 15, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(25, 3, 90_000), t0 + secs(3_600), t0);
+        let known = budget(&budgets, t0);
+        assert_eq!((known.remaining, known.reset_at), (3, t0 + secs(3_600)));
+        assert_eq!(known.windows().len(), 2);
+        budgets.report(quota(20, 0, 900), t0, t0);
+        assert_eq!(budget(&budgets, t0).remaining, 3);
+    }
+
+    #[test]
+    fn a_window_whose_period_ended_is_resolved_by_any_later_report() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(20, 0, 1_000), t0 + secs(30), t0);
+        assert_eq!(budgets.known(t0 + secs(30)), Known::Unknown);
+        // The day window binds in the new minute: the minute has at least as much left.
+        budgets.report(quota(25, 5, 90_000), t0 + secs(3_600), t0 + secs(31));
+        let known = budget(&budgets, t0 + secs(31));
+        assert_eq!((known.remaining, known.windows().len()), (5, 1));
+    }
+
+    #[test]
+    fn spending_on_doubt_lowers_every_window() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 1, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(1_000, 500, 9_000), t0 + secs(300), t0);
+        budgets.spend_on_doubt();
+        budgets.spend_on_doubt();
+        let known = budget(&budgets, t0);
+        assert_eq!(known.remaining, 0);
+        assert!(known.windows().contains(&(498, t0 + secs(300))));
+    }
+
+    #[test]
+    fn others_spending_raises_the_fleet_estimate() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0);
+        assert_eq!(budgets.fleet(), 1.0);
+        // Our next two requests saw the budget fall by 4 each: three others spend as much.
+        budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0);
+        budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0);
+        assert_eq!(budgets.fleet(), 4.0);
+        // Alone again in the next period.
+        budgets.report(quota(60, 59, 1_060), t0 + secs(120), t0 + secs(61));
+        budgets.report(quota(60, 58, 1_060), t0 + secs(120), t0 + secs(61));
+        assert_eq!(budgets.fleet(), 1.0);
+    }
+
+    #[test]
+    fn zero_limit_and_unmetered_are_told_apart() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        for _ in 0..UNMETERED_AFTER - 1 {
+            budgets.report_none();
+        }
+        assert_eq!(
+            budgets.known(t0),
+            Known::Unknown,
+            "one proxy page is not enough"
+        );
+        budgets.report_none();
+        assert_eq!(budgets.known(t0), Known::Unmetered);
+        budgets.report(quota(0, 0, 1_000), t0 + secs(30), t0);
+        assert!(budget(&budgets, t0).zero_limit);
+    }
+}

@@ -1,0 +1,349 @@
+//! The rate discipline: every request of every client on one key waits here until the service's
+//! rate limits allow it, and every response head reports back here.
+//!
+//! One idea per file: [`server_time`] reads the service's clock from `Date`; [`budget`] keeps
+//! the budgets of the windows the headers report; [`gate`] is the cooldown after a response
+//! that asks for quiet; [`pacer`] decides whether a request may go; [`registry`] gives every
+//! client of one key in a process the same state. The request path sees only [`RateLimiter`]
+//! and its [`Permit`].
+
+mod budget;
+mod gate;
+mod pacer;
+mod registry;
+mod server_time;
+
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use url::Url;
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::quota::{self, Quota};
+use crate::retry::{self, Quiet, RetryPolicy};
+use budget::Budgets;
+use gate::Gate;
+use pacer::{Decision, Hold, View};
+pub(crate) use server_time::ServerTime;
+
+/// How a client spends the rate-limit budget the service reports.
+///
+/// Set it with [`PetStoreClientBuilder::pacing`](crate::PetStoreClientBuilder::pacing). In
+/// every mode the client holds every request while the service asked for quiet (after a 429,
+/// or a 503 with `Retry-After`), and then lets one request through before the rest.
+///
+/// | mode | budget spent | for |
+/// | --- | --- | --- |
+/// | [`Shared`](Self::Shared) (default) | evenly over what is left of each window, scaled by how many instances the falling budget shows | replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Sole`](Self::Sole) | as fast as calls come, until the window's budget is spent | a process known to be the key's only user: bursts get the whole allowance at once |
+/// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
+///
+/// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
+/// reports it: at the start, and whenever a window resets, one request goes alone and the
+/// others wait for its answer.
+///
+/// ```
+/// use petstore_client::{Pacing, PetStoreClient};
+///
+/// let client = PetStoreClient::builder()
+///     .base_url("https://petstore.example.com/v1")
+///     .api_key("my-api-key")
+///     .pacing(Pacing::Sole) // this batch job is the key's only user
+///     .build()?;
+/// # Ok::<(), petstore_client::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Pacing {
+    /// Spread the budget over the window, sharing it with other instances on the key.
+    #[default]
+    Shared,
+    /// Spend the budget as fast as calls come: this process is the key's only user.
+    Sole,
+    /// Do not pace by the reported budget.
+    Off,
+}
+
+/// Which clients share one rate-limit state (budgets, cooldown, the queue of held requests).
+///
+/// Set it with
+/// [`PetStoreClientBuilder::rate_limit_scope`](crate::PetStoreClientBuilder::rate_limit_scope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum RateLimitScope {
+    /// Every client in this process built for the same base URL and API key shares one state,
+    /// so a client built per request or per module cannot defeat the discipline. The state is
+    /// found by a hash of the key, never the key, and freed with the last client using it.
+    #[default]
+    Process,
+    /// This client and its clones have a state of their own, as if in a process of their own
+    /// (for tests that play several independent instances).
+    Client,
+}
+
+/// One key's rate-limit state, shared by every client that uses it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Held requests queue here, first in first out; only the first waits on the state.
+    queue: tokio::sync::Mutex<()>,
+    /// Wakes the first held request when a response changes what is known.
+    changed: Notify,
+    clock: Clock,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    gate: Gate,
+    budgets: Budgets,
+    in_flight: u64,
+    probe_in_flight: bool,
+    last_admit: Option<Instant>,
+    /// The lowest `remaining` of the newest period any response reported.
+    latest: Option<Quota>,
+    warned_not_sole: bool,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Self {
+            state: Mutex::default(),
+            queue: tokio::sync::Mutex::new(()),
+            changed: Notify::new(),
+            clock: Clock::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+/// Locks a mutex whose data stays consistent at every point a panic could occur, so a poisoned
+/// lock is still usable.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A client's handle on its key's rate-limit state.
+#[derive(Debug)]
+pub(crate) struct RateLimiter {
+    shared: Arc<Shared>,
+    pacing: Pacing,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(scope: RateLimitScope, pacing: Pacing, base_url: &Url, key: &str) -> Self {
+        let shared = match scope {
+            RateLimitScope::Process => registry::shared(base_url, key, Shared::new),
+            RateLimitScope::Client => Arc::new(Shared::new()),
+        };
+        Self { shared, pacing }
+    }
+
+    /// The lowest `remaining` of the newest window period any response reported.
+    pub(crate) fn latest(&self) -> Option<Quota> {
+        self.shared.lock().latest
+    }
+
+    /// Waits, first in first out, until a request may be sent. Fails at once with
+    /// [`Error::Throttled`] when the wait would be longer than `max_wait` or pass `deadline`.
+    pub(crate) async fn admit(
+        &self,
+        operation: &'static str,
+        max_wait: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Permit<'_>, Error> {
+        let shared = &*self.shared;
+        let _turn = shared.queue.lock().await;
+        let mut logged = None;
+        loop {
+            let mut changed = pin!(shared.changed.notified());
+            changed.as_mut().enable();
+            let now = Instant::now();
+            let (decision, quota, cause) = {
+                let mut state = shared.lock();
+                let decision = state.decide(self.pacing, now);
+                if let Decision::Go { probe } = decision {
+                    state.in_flight += 1;
+                    state.probe_in_flight |= probe;
+                    state.last_admit = Some(now);
+                    return Ok(Permit {
+                        shared,
+                        pacing: self.pacing,
+                        probe,
+                        settled: false,
+                    });
+                }
+                (decision, state.latest, state.gate.cause())
+            };
+            let (until, hold) = match decision {
+                Decision::Until(until, hold) => (Some(until), hold),
+                Decision::ForResponse(hold) => (None, hold),
+                Decision::Go { .. } => unreachable!("admitted above"),
+            };
+            let wait = until.map(|until| until.saturating_duration_since(now));
+            let allowed =
+                deadline.map_or(max_wait, |d| max_wait.min(d.saturating_duration_since(now)));
+            if hold == Hold::ZeroLimit || wait.is_some_and(|wait| wait > allowed) {
+                return Err(Error::Throttled {
+                    retry_after: wait.unwrap_or_default(),
+                    quota,
+                    cause: match (hold, cause) {
+                        (Hold::Cooldown, Some(Quiet::Unavailable(_))) => {
+                            crate::error::ThrottleCause::Unavailable
+                        }
+                        _ => crate::error::ThrottleCause::RateLimited,
+                    },
+                    attempts: 0,
+                });
+            }
+            if logged != Some(hold) {
+                logged = Some(hold);
+                tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
+            }
+            match until {
+                Some(until) => {
+                    // Woken or timed out, either way: look again.
+                    let _ = tokio::time::timeout_at(until, changed).await;
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
+impl State {
+    fn decide(&self, pacing: Pacing, now: Instant) -> Decision {
+        let view = View {
+            gate: &self.gate,
+            known: self.budgets.known(now),
+            fleet: self.budgets.fleet(),
+            in_flight: self.in_flight,
+            probe_in_flight: self.probe_in_flight,
+            last_admit: self.last_admit,
+        };
+        pacer::decide(&view, pacing, now)
+    }
+
+    fn remember(&mut self, quota: Quota) {
+        self.latest = match self.latest {
+            Some(latest) if latest.reset > quota.reset => Some(latest),
+            Some(latest) if latest.reset == quota.reset && latest.limit == quota.limit => {
+                Some(Quota::new(
+                    quota.limit,
+                    latest.remaining.min(quota.remaining),
+                    quota.reset,
+                ))
+            }
+            _ => Some(quota),
+        };
+    }
+}
+
+/// What a response head said about the rate limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadReport {
+    pub(crate) quota: Option<Quota>,
+    /// The wait `Retry-After` asked for, read on the service's clock.
+    pub(crate) retry_after: Option<Duration>,
+    /// The quiet the response asks of every request on the key.
+    pub(crate) quiet: Option<Quiet>,
+}
+
+/// A request admitted to the wire. Until its response head is reported it counts against the
+/// budget; dropped unreported (cancelled, timed out, connection lost), it counts as spent,
+/// since the service may have counted it.
+pub(crate) struct Permit<'a> {
+    shared: &'a Shared,
+    pacing: Pacing,
+    probe: bool,
+    settled: bool,
+}
+
+impl Permit<'_> {
+    /// The response head arrived at `at`: read the service's clock, quota and `Retry-After`,
+    /// close the gate if the response asks for quiet, then let held requests look again.
+    pub(crate) fn at_head(
+        mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        at: Instant,
+        policy: &RetryPolicy,
+    ) -> HeadReport {
+        let shared = self.shared;
+        let server = ServerTime::of_response(headers, at, &shared.clock);
+        let quota = Quota::from_headers(headers);
+        let retry_after = quota::retry_after(headers, &server);
+        let quiet = retry::quiet(status, retry_after);
+        {
+            let mut state = shared.lock();
+            match quota {
+                Some(quota) => {
+                    let reset_at = server.instant_of(quota.reset.timestamp());
+                    state.budgets.report(quota, reset_at, at);
+                    state.remember(quota);
+                }
+                None => state.budgets.report_none(),
+            }
+            // The gate closes before this request stops counting, so that no held request
+            // slips through between the two.
+            match quiet {
+                Some(quiet) => state.gate.close(at, quiet, policy),
+                None => state.gate.open(),
+            }
+            if self.pacing == Pacing::Sole && !state.warned_not_sole && state.budgets.fleet() >= 2.0
+            {
+                state.warned_not_sole = true;
+                tracing::warn!(
+                    "the rate-limit budget falls faster than this process spends it: another \
+                     client uses the key too; Pacing::Shared shares it without 429s"
+                );
+            }
+            self.release(&mut state);
+        }
+        shared.changed.notify_waiters();
+        HeadReport {
+            quota,
+            retry_after,
+            quiet,
+        }
+    }
+
+    /// The request never left: no connection could be made.
+    pub(crate) fn not_sent(mut self) {
+        let shared = self.shared;
+        self.release(&mut shared.lock());
+        shared.changed.notify_waiters();
+    }
+
+    fn release(&mut self, state: &mut State) {
+        self.settled = true;
+        state.in_flight -= 1;
+        if self.probe {
+            state.probe_in_flight = false;
+        }
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let shared = self.shared;
+        {
+            let mut state = shared.lock();
+            state.budgets.spend_on_doubt();
+            self.release(&mut state);
+        }
+        shared.changed.notify_waiters();
+    }
+}

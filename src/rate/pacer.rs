@@ -1,0 +1,282 @@
+//! The pacer: whether a request may go now, given the gate, what is known of the budget, and
+//! the requests in flight.
+//!
+//! [`Pacing::Shared`] spends what remains of a window evenly over the time that remains,
+//! scaled by how many instances share the key. Instances that know nothing of each other and
+//! each do so cannot empty a window before its end: as the budget falls, every one of them
+//! slows down, and each sees the fall in the next response it gets.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Pacing;
+use super::budget::Known;
+use super::gate::Gate;
+
+/// The longest span over which a budget is spread: a day's budget is not rationed over the
+/// whole day, only kept from being spent faster than over a minute, the service's shorter
+/// window.
+const HORIZON: Duration = Duration::from_secs(60);
+
+/// Why a request waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// The gate is closed after a response that asked for quiet.
+    Cooldown,
+    /// Another request is finding out the budget (at the start, after a window ended, or
+    /// after a cooldown); this one goes when it is answered.
+    Probe,
+    /// The budget of a window is spent (counting requests in flight).
+    Spent,
+    /// A window allows no request at all (`X-RateLimit-Limit: 0`).
+    ZeroLimit,
+    /// Spreading the budget over the window.
+    Pace,
+}
+
+impl Hold {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Self::Cooldown => "the service asked for quiet",
+            Self::Probe => "waiting for a response to tell the rate-limit budget",
+            Self::Spent => "the rate-limit budget of the window is spent",
+            Self::ZeroLimit => "the rate limit allows no request in this window",
+            Self::Pace => "spreading the rate-limit budget over the window",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Send now; a probe goes alone.
+    Go { probe: bool },
+    /// Wait until then, or until a response changes what is known.
+    Until(Instant, Hold),
+    /// Wait for a response.
+    ForResponse(Hold),
+}
+
+/// What the pacer looks at.
+pub(crate) struct View<'a> {
+    pub(crate) gate: &'a Gate,
+    pub(crate) known: Known,
+    pub(crate) fleet: f64,
+    pub(crate) in_flight: u64,
+    pub(crate) probe_in_flight: bool,
+    pub(crate) last_admit: Option<Instant>,
+}
+
+pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision {
+    if let Some(until) = view.gate.closed_until(now) {
+        return Decision::Until(until, Hold::Cooldown);
+    }
+    let metered = pacing != Pacing::Off;
+    if view.gate.half_open() || (metered && view.known == Known::Unknown) {
+        return if view.probe_in_flight {
+            Decision::ForResponse(Hold::Probe)
+        } else {
+            Decision::Go { probe: true }
+        };
+    }
+    let Known::Budget(budget) = view.known else {
+        return Decision::Go { probe: false };
+    };
+    if !metered {
+        return Decision::Go { probe: false };
+    }
+    if budget.zero_limit {
+        return Decision::Until(budget.reset_at, Hold::ZeroLimit);
+    }
+    let in_flight = view.in_flight;
+    if budget.remaining <= in_flight {
+        let reopens = budget
+            .windows()
+            .iter()
+            .filter(|(remaining, _)| *remaining <= in_flight)
+            .map(|(_, reset_at)| *reset_at)
+            .max()
+            .unwrap_or(budget.reset_at);
+        return Decision::Until(reopens, Hold::Spent);
+    }
+    if pacing == Pacing::Sole {
+        return Decision::Go { probe: false };
+    }
+    // This instance's share of what is left, in flight at once.
+    if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.fleet {
+        return Decision::ForResponse(Hold::Pace);
+    }
+    let Some(last) = view.last_admit else {
+        return Decision::Go { probe: false };
+    };
+    let mut gap = Duration::ZERO;
+    let mut first_reset = budget.reset_at;
+    for &(remaining, reset_at) in budget.windows() {
+        first_reset = first_reset.min(reset_at);
+        let span = reset_at.saturating_duration_since(now).min(HORIZON);
+        // `left + 1` intervals, so that the last request goes before the reset, not at it.
+        let left = (remaining - in_flight) as f64;
+        gap = gap.max(span.mul_f64(view.fleet / (left + 1.0)));
+    }
+    let next = last
+        .checked_add(gap)
+        .unwrap_or(first_reset)
+        .min(first_reset);
+    if next > now {
+        Decision::Until(next, Hold::Pace)
+    } else {
+        Decision::Go { probe: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+
+    use super::*;
+    use crate::quota::Quota;
+    use crate::rate::budget::Budgets;
+    use crate::retry::{Quiet, RetryPolicy};
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn budgets(remaining: u64, reset_in: Duration, t0: Instant) -> Budgets {
+        let mut budgets = Budgets::default();
+        let reset = DateTime::from_timestamp(1_000, 0).unwrap();
+        budgets.report(Quota::new(60, remaining, reset), t0 + reset_in, t0);
+        budgets
+    }
+
+    fn view<'a>(gate: &'a Gate, budgets: &Budgets, now: Instant) -> View<'a> {
+        View {
+            gate,
+            known: budgets.known(now),
+            fleet: budgets.fleet(),
+            in_flight: 0,
+            probe_in_flight: false,
+            last_admit: None,
+        }
+    }
+
+    #[test]
+    fn one_probe_at_a_time_until_the_budget_is_known() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let unknown = Budgets::default();
+        let mut view = view(&gate, &unknown, t0);
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Go { probe: true }
+        );
+        view.probe_in_flight = true;
+        view.in_flight = 1;
+        assert_eq!(
+            decide(&view, Pacing::Sole, t0),
+            Decision::ForResponse(Hold::Probe)
+        );
+        assert_eq!(
+            decide(&view, Pacing::Off, t0),
+            Decision::Go { probe: false }
+        );
+    }
+
+    #[test]
+    fn shared_pacing_spreads_what_remains_over_what_is_left_of_the_window() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let known = budgets(29, secs(60), t0);
+        let mut view = view(&gate, &known, t0);
+        view.last_admit = Some(t0);
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Until(t0 + secs(2), Hold::Pace)
+        );
+        assert_eq!(
+            decide(&view, Pacing::Sole, t0),
+            Decision::Go { probe: false }
+        );
+        view.fleet = 3.0;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Until(t0 + secs(6), Hold::Pace)
+        );
+        // A share smaller than one request waits for the window to end.
+        view.fleet = 100.0;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Until(t0 + secs(60), Hold::Pace)
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_holds_until_the_window_ends_counting_requests_in_flight() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let known = budgets(2, secs(40), t0);
+        let mut view = view(&gate, &known, t0);
+        view.in_flight = 2;
+        for pacing in [Pacing::Shared, Pacing::Sole] {
+            assert_eq!(
+                decide(&view, pacing, t0),
+                Decision::Until(t0 + secs(40), Hold::Spent)
+            );
+        }
+        view.in_flight = 1;
+        assert_eq!(
+            decide(&view, Pacing::Sole, t0),
+            Decision::Go { probe: false }
+        );
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Go { probe: false }
+        );
+        // Two instances share the key: one request in flight is this one's share of two.
+        view.fleet = 2.0;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::ForResponse(Hold::Pace)
+        );
+    }
+
+    #[test]
+    fn the_gate_holds_every_mode_then_lets_one_probe_through() {
+        let t0 = Instant::now();
+        let mut gate = Gate::default();
+        gate.close(t0, Quiet::RateLimited(secs(30)), &RetryPolicy::default());
+        let known = budgets(50, secs(60), t0);
+        for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
+            let view = view(&gate, &known, t0);
+            assert_eq!(
+                decide(&view, pacing, t0),
+                Decision::Until(t0 + secs(30), Hold::Cooldown)
+            );
+            let later = t0 + secs(30);
+            let mut view = View {
+                known: known.known(later),
+                ..view
+            };
+            assert_eq!(decide(&view, pacing, later), Decision::Go { probe: true });
+            view.probe_in_flight = true;
+            assert_eq!(
+                decide(&view, pacing, later),
+                Decision::ForResponse(Hold::Probe)
+            );
+        }
+    }
+
+    #[test]
+    fn a_zero_limit_is_its_own_hold() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let mut known = Budgets::default();
+        let reset = DateTime::from_timestamp(1_000, 0).unwrap();
+        known.report(Quota::new(0, 0, reset), t0 + secs(10), t0);
+        let view = view(&gate, &known, t0);
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Until(t0 + secs(10), Hold::ZeroLimit)
+        );
+    }
+}
