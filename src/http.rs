@@ -106,10 +106,14 @@ impl PetStoreClient {
         let operation = call.operation;
         let method = operation.method();
         let mut delays = policy.schedule();
+        // The call waits for the rate limit at most `max_server_wait` in all, and never past
+        // its own deadline.
+        let most = clock::after(policy.max_server_wait());
+        let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
             let permit = inner
                 .rate
-                .admit(operation.name(), policy.max_server_wait(), deadline)
+                .admit(operation.name(), give_up_at)
                 .await
                 .map_err(|e| e.with_attempts(attempts.load(Ordering::Relaxed)))?;
             let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
@@ -135,7 +139,7 @@ impl PetStoreClient {
                         report.retry_after,
                     );
                     (
-                        classify_status(&method, exchange.status, report.quiet),
+                        classify_status(&method, exchange.status, report.quiet, report.quota),
                         Error::from(error),
                     )
                 }
@@ -145,7 +149,7 @@ impl PetStoreClient {
             let Action::Retry { floor } = action else {
                 return Err(error);
             };
-            if floor > policy.max_server_wait() {
+            if floor > policy.max_server_wait() || clock::after(floor) > give_up_at {
                 return Err(error);
             }
             let Some(backoff) = delays.next() else {

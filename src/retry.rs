@@ -7,6 +7,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use http::{Method, StatusCode};
 
 use crate::error::{Error, TimeoutKind};
+use crate::quota::Quota;
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
 /// service asks for.
@@ -240,11 +241,19 @@ pub(crate) fn quiet(status: StatusCode, retry_after: Option<Duration>) -> Option
     }
 }
 
-/// Classifies a response status: 429 is always safe to retry (the request was not processed);
-/// 5xx only for methods that may be repeated.
-pub(crate) fn classify_status(method: &Method, status: StatusCode, quiet: Option<Quiet>) -> Action {
+/// Classifies a response status: 429 is safe to retry (the request was not processed), unless
+/// the window it reports allows no request at all (`X-RateLimit-Limit: 0`), when retrying
+/// only queues the call behind one refused request per window; 5xx only for methods that may
+/// be repeated.
+pub(crate) fn classify_status(
+    method: &Method,
+    status: StatusCode,
+    quiet: Option<Quiet>,
+    quota: Option<Quota>,
+) -> Action {
     let floor = quiet.map_or(Duration::ZERO, Quiet::wait);
     match status.as_u16() {
+        429 if quota.is_some_and(|q| q.limit == 0) => Action::Finish,
         429 => Action::Retry { floor },
         500 | 502 | 503 | 504 if is_repeatable(method) => Action::Retry { floor },
         _ => Action::Finish,
@@ -370,21 +379,43 @@ mod tests {
         for status in [500, 502, 503, 504] {
             let status = StatusCode::from_u16(status).unwrap();
             assert_eq!(
-                classify_status(&Method::GET, status, wait),
+                classify_status(&Method::GET, status, wait, None),
                 Action::Retry { floor: three }
             );
-            assert_eq!(classify_status(&Method::POST, status, wait), Action::Finish);
+            assert_eq!(
+                classify_status(&Method::POST, status, wait, None),
+                Action::Finish
+            );
         }
         for method in [Method::GET, Method::POST] {
             assert_eq!(
-                classify_status(&method, StatusCode::TOO_MANY_REQUESTS, wait),
+                classify_status(&method, StatusCode::TOO_MANY_REQUESTS, wait, None),
                 Action::Retry { floor: three }
             );
             for status in [200, 201, 400, 401, 404, 409, 501] {
                 let status = StatusCode::from_u16(status).unwrap();
-                assert_eq!(classify_status(&method, status, None), Action::Finish);
+                assert_eq!(classify_status(&method, status, None, None), Action::Finish);
             }
         }
+    }
+
+    #[test]
+    fn a_429_from_a_window_that_allows_nothing_is_not_retried() {
+        let reset = chrono::DateTime::from_timestamp(1_000, 0).unwrap();
+        let quiet = Some(Quiet::RateLimited(Duration::from_secs(30)));
+        let limited = StatusCode::TOO_MANY_REQUESTS;
+        let none = Some(Quota::new(0, 0, reset));
+        assert_eq!(
+            classify_status(&Method::GET, limited, quiet, none),
+            Action::Finish
+        );
+        let spent = Some(Quota::new(60, 0, reset));
+        assert_eq!(
+            classify_status(&Method::GET, limited, quiet, spent),
+            Action::Retry {
+                floor: Duration::from_secs(30)
+            }
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::clock::Clock;
-use crate::error::Error;
+use crate::error::{Error, ThrottleCause};
 use crate::quota::{self, Quota};
 use crate::retry::{self, Quiet, RetryPolicy};
 use budget::Budgets;
@@ -153,22 +153,24 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
-    /// Waits, first in first out, until a request may be sent. Fails at once with
-    /// [`Error::Throttled`] when the wait would be longer than `max_wait` or pass `deadline`.
+    /// Waits, first in first out, until a request may be sent. Fails with
+    /// [`Error::Throttled`] at once when the wait would last past `give_up_at`, or when that
+    /// instant comes while the request is still queued.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
-        max_wait: Duration,
-        deadline: Option<Instant>,
+        give_up_at: Instant,
     ) -> Result<Permit<'_>, Error> {
         let shared = &*self.shared;
-        let _turn = shared.queue.lock().await;
+        let Ok(_turn) = tokio::time::timeout_at(give_up_at, shared.queue.lock()).await else {
+            return Err(self.throttled(Instant::now(), None));
+        };
         let mut logged = None;
         loop {
             let mut changed = pin!(shared.changed.notified());
             changed.as_mut().enable();
             let now = Instant::now();
-            let (decision, quota, cause) = {
+            let decision = {
                 let mut state = shared.lock();
                 let decision = state.decide(self.pacing, now);
                 if let Decision::Go { probe } = decision {
@@ -182,40 +184,47 @@ impl RateLimiter {
                         settled: false,
                     });
                 }
-                (decision, state.latest, state.gate.cause())
+                decision
             };
             let (until, hold) = match decision {
                 Decision::Until(until, hold) => (Some(until), hold),
                 Decision::ForResponse(hold) => (None, hold),
                 Decision::Go { .. } => unreachable!("admitted above"),
             };
-            let wait = until.map(|until| until.saturating_duration_since(now));
-            let allowed =
-                deadline.map_or(max_wait, |d| max_wait.min(d.saturating_duration_since(now)));
-            if hold == Hold::ZeroLimit || wait.is_some_and(|wait| wait > allowed) {
-                return Err(Error::Throttled {
-                    retry_after: wait.unwrap_or_default(),
-                    quota,
-                    cause: match (hold, cause) {
-                        (Hold::Cooldown, Some(Quiet::Unavailable(_))) => {
-                            crate::error::ThrottleCause::Unavailable
-                        }
-                        _ => crate::error::ThrottleCause::RateLimited,
-                    },
-                    attempts: 0,
-                });
+            if hold == Hold::ZeroLimit || until.is_some_and(|until| until > give_up_at) {
+                return Err(self.throttled(now, Some(decision)));
             }
             if logged != Some(hold) {
                 logged = Some(hold);
+                let wait = until.map(|until| until - now);
                 tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
             }
-            match until {
-                Some(until) => {
-                    // Woken or timed out, either way: look again.
-                    let _ = tokio::time::timeout_at(until, changed).await;
-                }
-                None => changed.await,
+            // Woken, timed out or out of time: look again.
+            let _ = tokio::time::timeout_at(until.unwrap_or(give_up_at), changed).await;
+            if until.is_none() && Instant::now() >= give_up_at {
+                return Err(self.throttled(Instant::now(), None));
             }
+        }
+    }
+
+    /// The error for a request held back at `now`, by `decision` if known.
+    fn throttled(&self, now: Instant, decision: Option<Decision>) -> Error {
+        let state = self.shared.lock();
+        let decision = decision.unwrap_or_else(|| state.decide(self.pacing, now));
+        let (retry_after, hold) = match decision {
+            Decision::Until(until, hold) => (until.saturating_duration_since(now), Some(hold)),
+            Decision::ForResponse(hold) => (Duration::ZERO, Some(hold)),
+            Decision::Go { .. } => (Duration::ZERO, None),
+        };
+        let cause = match (hold, state.gate.cause()) {
+            (Some(Hold::Cooldown), Some(Quiet::Unavailable(_))) => ThrottleCause::Unavailable,
+            _ => ThrottleCause::RateLimited,
+        };
+        Error::Throttled {
+            retry_after,
+            quota: state.latest,
+            cause,
+            attempts: 0,
         }
     }
 }

@@ -68,10 +68,17 @@ pub(crate) struct View<'a> {
 }
 
 pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision {
+    let metered = pacing != Pacing::Off;
+    if let Known::Budget(budget) = view.known {
+        // No wait helps before the window ends, and waiting out a cooldown for it would
+        // queue every call behind one probe per window.
+        if metered && budget.zero_limit {
+            return Decision::Until(budget.reset_at, Hold::ZeroLimit);
+        }
+    }
     if let Some(until) = view.gate.closed_until(now) {
         return Decision::Until(until, Hold::Cooldown);
     }
-    let metered = pacing != Pacing::Off;
     if view.gate.half_open() || (metered && view.known == Known::Unknown) {
         return if view.probe_in_flight {
             Decision::ForResponse(Hold::Probe)
@@ -84,9 +91,6 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     };
     if !metered {
         return Decision::Go { probe: false };
-    }
-    if budget.zero_limit {
-        return Decision::Until(budget.reset_at, Hold::ZeroLimit);
     }
     let in_flight = view.in_flight;
     if budget.remaining <= in_flight {

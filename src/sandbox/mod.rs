@@ -445,6 +445,9 @@ impl Drop for Sandbox {
 pub struct LoggedRequest {
     /// When it arrived, on tokio's clock.
     pub at: Instant,
+    /// When it arrived, on the sandbox's wall clock (which a clock offset skews): the rate
+    /// window it fell in.
+    pub server_time: std::time::SystemTime,
     /// The API route, or `None` for an unknown route or method.
     pub route: Option<Route>,
     /// The bearer key it carried, if any.

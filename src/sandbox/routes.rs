@@ -136,6 +136,7 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let mut entry = LoggedRequest {
         at: arrived,
+        server_time: UNIX_EPOCH + shared.clock.now(),
         route,
         key: key.clone(),
         status: None,

@@ -258,3 +258,4 @@ pub fn capture(level: tracing::Level) -> (Captured, tracing::subscriber::Default
         .finish();
     (captured, tracing::subscriber::set_default(subscriber))
 }
+pub mod matrix;

@@ -1,0 +1,468 @@
+//! The rate-limit scenario matrix: the ways users run the crate that used to get a key banned
+//! (independent instances on one key, a skewed server clock, two windows, cancellation, odd
+//! answers), each run against the sandbox for ten windows under tokio's paused clock, with the
+//! figures every cell is judged by. `tests/ban_matrix.rs` asserts them; `benches/goodput.rs`
+//! prints them as a table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, UNIX_EPOCH};
+
+use chrono::TimeDelta;
+use petstore_client::sandbox::{Fault, LoggedRequest, Plan, Sandbox};
+use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy};
+use tokio::time::Instant;
+
+/// Tasks per instance, each calling back to back.
+pub const TASKS: usize = 16;
+/// The length of the sandbox's minute window, in seconds.
+pub const MINUTE: u64 = 60;
+/// How long each cell runs, in minute windows.
+pub const WINDOWS: u64 = 10;
+
+/// How the instances of a cell relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// Each instance has its own rate-limit state, as separate processes or hosts would.
+    Independent,
+    /// Clones of one client.
+    Clones,
+    /// Clients built separately in one process with the default settings (one state per key).
+    SeparatelyBuilt,
+}
+
+/// What a cell must achieve besides never getting the key banned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Expect {
+    /// At least this share of the minute allowance, over the full windows.
+    Goodput(f64),
+    /// Every full day window uses all of the day budget, and no more.
+    DayBudget,
+    /// The plan allows nothing: no call succeeds, and none waits for long.
+    Nothing,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub name: &'static str,
+    pub instances: usize,
+    pub sharing: Sharing,
+    /// The sandbox's clock minus the client's, in seconds.
+    pub offset: i64,
+    pub per_minute: u32,
+    pub per_day: u32,
+    /// The length of the "day" window in seconds (shortened so that days pass in a run).
+    pub day: u64,
+    /// Half the calls are cancelled at a random point within 3 s.
+    pub cancel_half: bool,
+    /// Injected at the start.
+    pub fault: Option<fn() -> Fault>,
+    pub expect: Expect,
+}
+
+impl Cell {
+    fn new(name: &'static str, instances: usize) -> Self {
+        Self {
+            name,
+            instances,
+            sharing: Sharing::Independent,
+            offset: 0,
+            per_minute: 60,
+            per_day: 1_000_000,
+            day: 86_400,
+            cancel_half: false,
+            fault: None,
+            expect: Expect::Goodput(if instances == 1 { 0.95 } else { 0.90 }),
+        }
+    }
+}
+
+/// Every cell of the matrix.
+pub fn cells() -> Vec<Cell> {
+    let mut cells = vec![
+        Cell::new("1 instance", 1),
+        Cell::new("2 independent instances", 2),
+        Cell::new("4 independent instances", 4),
+        Cell::new("8 independent instances", 8),
+        Cell {
+            sharing: Sharing::Clones,
+            ..Cell::new("4 clones of one client", 4)
+        },
+        Cell {
+            sharing: Sharing::SeparatelyBuilt,
+            ..Cell::new("4 clients built separately, one process", 4)
+        },
+    ];
+    for (name, instances, offset) in [
+        ("server clock 300 s behind, 1 instance", 1, -300),
+        ("server clock 3 s behind, 1 instance", 1, -3),
+        ("server clock 3 s ahead, 1 instance", 1, 3),
+        ("server clock 300 s ahead, 1 instance", 1, 300),
+        ("server clock 300 s behind, 4 instances", 4, -300),
+        ("server clock 3 s behind, 4 instances", 4, -3),
+        ("server clock 3 s ahead, 4 instances", 4, 3),
+        ("server clock 300 s ahead, 4 instances", 4, 300),
+    ] {
+        cells.push(Cell {
+            offset,
+            ..Cell::new(name, instances)
+        });
+    }
+    for (name, instances) in [
+        ("minute + day windows, day binds, 1 instance", 1),
+        ("minute + day windows, day binds, 4 instances", 4),
+    ] {
+        cells.push(Cell {
+            per_minute: 20,
+            per_day: 50,
+            day: 300,
+            expect: Expect::DayBudget,
+            ..Cell::new(name, instances)
+        });
+    }
+    cells.extend([
+        Cell {
+            cancel_half: true,
+            ..Cell::new("half the calls cancelled, 4 instances", 4)
+        },
+        Cell {
+            fault: Some(|| Fault::status(429).retry_after(30).cut_body().times(1)),
+            ..Cell::new("a 429 with a cut body, 4 instances", 4)
+        },
+        Cell {
+            fault: Some(|| {
+                Fault::non_json_body(502)
+                    .without_rate_limit_headers()
+                    .times(1)
+            }),
+            ..Cell::new("first answer without quota headers, 4 instances", 4)
+        },
+        Cell {
+            per_minute: 0,
+            expect: Expect::Nothing,
+            ..Cell::new("X-RateLimit-Limit: 0, 4 instances", 4)
+        },
+    ]);
+    cells
+}
+
+/// What a cell did.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    pub requests: usize,
+    /// Successes in each full minute window.
+    pub per_minute: Vec<u64>,
+    /// Successes in each full day window.
+    pub per_day: Vec<u64>,
+    pub goodput: f64,
+    pub limited: usize,
+    pub most_429_in_a_window: usize,
+    /// The most requests one instance sent inside one `Retry-After`.
+    pub most_in_a_cooldown: usize,
+    pub during_cooldown: u64,
+    pub bans: u64,
+    /// The longest call that was neither cancelled nor cut off by the end of the run.
+    pub slowest_call: Duration,
+    pub calls: usize,
+    pub errors: BTreeMap<String, usize>,
+}
+
+impl Figures {
+    /// Whether the cell met every requirement; if not, which one it missed.
+    pub fn check(&self, cell: &Cell) -> Result<(), String> {
+        let policy = RetryPolicy::default();
+        let mut problems = Vec::new();
+        if self.bans > 0 {
+            problems.push(format!("{} bans", self.bans));
+        }
+        if self.most_in_a_cooldown > 1 {
+            problems.push(format!(
+                "an instance sent {} requests inside one Retry-After",
+                self.most_in_a_cooldown
+            ));
+        }
+        if self.most_429_in_a_window > cell.instances {
+            problems.push(format!(
+                "{} × 429 in one window (at most {} allowed)",
+                self.most_429_in_a_window, cell.instances
+            ));
+        }
+        let bound = Duration::from_secs(MINUTE) + policy.max_server_wait();
+        if self.slowest_call > bound {
+            problems.push(format!(
+                "a call took {:?}, more than a window plus max_server_wait",
+                self.slowest_call
+            ));
+        }
+        match cell.expect {
+            Expect::Goodput(least) if self.goodput < least => problems.push(format!(
+                "goodput {:.1}% < {:.0}%",
+                self.goodput * 100.0,
+                least * 100.0
+            )),
+            Expect::DayBudget => {
+                let per_day = u64::from(cell.per_day);
+                if self.per_day.is_empty() || self.per_day.iter().any(|n| *n != per_day) {
+                    problems.push(format!(
+                        "full days used {:?}, not all of {per_day}",
+                        self.per_day
+                    ));
+                }
+                if self
+                    .per_minute
+                    .iter()
+                    .any(|n| *n > u64::from(cell.per_minute))
+                {
+                    problems.push(format!(
+                        "a minute used more than its limit: {:?}",
+                        self.per_minute
+                    ));
+                }
+            }
+            Expect::Nothing if self.per_minute.iter().any(|n| *n > 0) => {
+                problems.push("a call succeeded on a plan that allows none".to_owned());
+            }
+            _ => {}
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// The cell's row of the printed table.
+    pub fn row(&self, cell: &Cell) -> String {
+        let verdict = match self.check(cell) {
+            Ok(()) => "ok".to_owned(),
+            Err(problems) => format!("FAILED: {problems}"),
+        };
+        let goodput = match cell.expect {
+            Expect::Goodput(_) => format!("{:.1}%", self.goodput * 100.0),
+            Expect::DayBudget => format!("days {:?} of {}", self.per_day, cell.per_day),
+            Expect::Nothing => "none allowed".to_owned(),
+        };
+        format!(
+            "| {} | {} | {goodput} | {} | {} | {} | {} | {:.0} s | {verdict} |",
+            cell.name,
+            self.requests,
+            self.limited,
+            self.most_429_in_a_window,
+            self.most_in_a_cooldown,
+            self.bans,
+            self.slowest_call.as_secs_f64(),
+        )
+    }
+}
+
+/// The header of the printed table.
+pub const TABLE_HEADER: &str = "| cell | requests | goodput (full windows) | 429s | most 429s in a window | most requests by one instance in one Retry-After | bans | slowest call | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+
+/// A small seeded generator, so that a cell's cancellations fall the same way every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+enum Outcome {
+    Done(Duration),
+    Failed(Duration, String),
+    Cancelled,
+}
+
+/// Runs one cell; call it on a paused clock.
+pub async fn run(cell: &Cell) -> Figures {
+    const KEY: &str = "matrix-key";
+    let sandbox = Sandbox::builder()
+        .key(
+            KEY,
+            Plan::Enterprise {
+                per_minute: cell.per_minute,
+                per_day: cell.per_day,
+            },
+        )
+        .day_window(Duration::from_secs(cell.day))
+        .clock_offset(TimeDelta::seconds(cell.offset))
+        .start()
+        .await
+        .expect("the sandbox starts");
+    if let Some(fault) = cell.fault {
+        sandbox.inject(fault());
+    }
+    let build = |i: usize, scope: RateLimitScope| {
+        PetStoreClient::builder()
+            .base_url(sandbox.base_url())
+            .api_key(KEY)
+            .user_agent(format!("instance-{i}"))
+            .rate_limit_scope(scope)
+            .pacing(Pacing::Shared)
+            .build()
+            .expect("a valid client")
+    };
+    let clients: Vec<PetStoreClient> = match cell.sharing {
+        Sharing::Independent => (0..cell.instances)
+            .map(|i| build(i, RateLimitScope::Client))
+            .collect(),
+        Sharing::Clones => {
+            let one = build(0, RateLimitScope::Client);
+            vec![one; cell.instances]
+        }
+        Sharing::SeparatelyBuilt => (0..cell.instances)
+            .map(|i| build(i, RateLimitScope::Process))
+            .collect(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(MINUTE * WINDOWS);
+    let mut tasks = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        for t in 0..TASKS {
+            let client = client.clone();
+            let cancel_half = cell.cancel_half;
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((i * TASKS + t) as u64 + 1));
+            tasks.push(tokio::spawn(async move {
+                let mut outcomes = Vec::new();
+                while Instant::now() < deadline {
+                    let start = Instant::now();
+                    let call = client.list_pets().limit(1).send();
+                    let result = if cancel_half && rng.below(2) == 0 {
+                        let at = Duration::from_millis(rng.below(3_000));
+                        match tokio::time::timeout(at, call).await {
+                            Ok(result) => Some(result),
+                            Err(_) => {
+                                outcomes.push(Outcome::Cancelled);
+                                continue;
+                            }
+                        }
+                    } else {
+                        tokio::time::timeout_at(deadline, call).await.ok()
+                    };
+                    // Cut off by the end of the run: neither a result nor a duration.
+                    let Some(result) = result else { break };
+                    let took = start.elapsed();
+                    match result {
+                        Ok(_) => outcomes.push(Outcome::Done(took)),
+                        Err(error) => {
+                            let pause = match &error {
+                                // What an application does with a call held back: come back
+                                // when the service will take it.
+                                Error::Throttled { retry_after, .. } => *retry_after,
+                                _ => Duration::from_secs(1),
+                            };
+                            outcomes.push(Outcome::Failed(took, kind(&error)));
+                            let resume = (Instant::now() + pause).min(deadline);
+                            tokio::time::sleep_until(resume).await;
+                        }
+                    }
+                }
+                outcomes
+            }));
+        }
+    }
+    let mut slowest_call = Duration::ZERO;
+    let mut calls = 0;
+    let mut errors = BTreeMap::new();
+    for task in tasks {
+        for outcome in task.await.expect("a task of the cell") {
+            match outcome {
+                Outcome::Done(took) => {
+                    calls += 1;
+                    slowest_call = slowest_call.max(took);
+                }
+                Outcome::Failed(took, kind) => {
+                    calls += 1;
+                    slowest_call = slowest_call.max(took);
+                    *errors.entry(kind).or_insert(0) += 1;
+                }
+                Outcome::Cancelled => *errors.entry("cancelled".to_owned()).or_insert(0) += 1,
+            }
+        }
+    }
+    let log = sandbox.request_log();
+    let stats = sandbox.stats();
+    let per_minute = successes_per_window(&log, MINUTE);
+    let per_day = successes_per_window(&log, cell.day);
+    let allowance = per_minute.len() as f64 * f64::from(cell.per_minute);
+    let goodput = if allowance > 0.0 {
+        per_minute.iter().sum::<u64>() as f64 / allowance
+    } else {
+        0.0
+    };
+    Figures {
+        requests: log.len(),
+        per_minute,
+        per_day,
+        goodput,
+        limited: log.iter().filter(|r| r.status == Some(429)).count(),
+        most_429_in_a_window: most_429_in_a_window(&log),
+        most_in_a_cooldown: most_in_a_cooldown(&log),
+        during_cooldown: stats.during_cooldown(),
+        bans: stats.bans(),
+        slowest_call,
+        calls,
+        errors,
+    }
+}
+
+fn kind(error: &Error) -> String {
+    match error {
+        Error::Throttled { .. } => "throttled".to_owned(),
+        other => match other.status() {
+            Some(status) => format!("http {status}"),
+            None => format!("{other}"),
+        },
+    }
+}
+
+fn window_of(request: &LoggedRequest, length: u64) -> u64 {
+    let unix = request
+        .server_time
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    unix / length
+}
+
+/// Successes in each window that lies wholly between the first and the last request (zero
+/// where nothing succeeded), on the sandbox's clock.
+fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
+    let (Some(first), Some(last)) = (log.first(), log.last()) else {
+        return Vec::new();
+    };
+    let (first, last) = (window_of(first, length), window_of(last, length));
+    let mut counts: BTreeMap<u64, u64> = (first + 1..last).map(|w| (w, 0)).collect();
+    for request in log.iter().filter(|r| r.status == Some(200)) {
+        if let Some(count) = counts.get_mut(&window_of(request, length)) {
+            *count += 1;
+        }
+    }
+    counts.into_values().collect()
+}
+
+fn most_429_in_a_window(log: &[LoggedRequest]) -> usize {
+    let mut per_window: HashMap<u64, usize> = HashMap::new();
+    for request in log.iter().filter(|r| r.status == Some(429)) {
+        *per_window.entry(window_of(request, MINUTE)).or_default() += 1;
+    }
+    per_window.into_values().max().unwrap_or(0)
+}
+
+/// A 429 that did not itself arrive during a cooldown starts one; every request that arrived
+/// during it counts against the instance (user agent) that sent it.
+fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
+    let mut cooldown = 0;
+    let mut counts: HashMap<(usize, Option<&str>), usize> = HashMap::new();
+    for request in log {
+        if request.during_cooldown {
+            *counts
+                .entry((cooldown, request.user_agent.as_deref()))
+                .or_default() += 1;
+        } else if request.status == Some(429) {
+            cooldown += 1;
+        }
+    }
+    counts.into_values().max().unwrap_or(0)
+}
