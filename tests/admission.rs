@@ -1,0 +1,274 @@
+//! Admission to the wire, end to end against the sandbox under a paused clock: held calls go
+//! first in first out; a hold longer than the call may wait fails at once; a cooldown ends with
+//! one probing request, not a burst; clients built separately for one key share one state;
+//! `quota()` and `attempts()` say exactly what happened.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::sandbox_client;
+use petstore_client::sandbox::{Fault, Plan, Sandbox};
+use petstore_client::{
+    Error, NewPet, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause,
+};
+use tokio::time::Instant;
+
+async fn spend_the_window(client: &PetStoreClient, requests: usize) {
+    for _ in 0..requests {
+        client.list_pets().limit(1).send().await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_calls_are_admitted_first_in_first_out() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .pacing(Pacing::Sole)
+        .build()
+        .unwrap();
+    spend_the_window(&client, 60).await;
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let client = client.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            client.list_pets().limit(1).send().await.unwrap();
+            order.lock().unwrap().push(i);
+        }));
+        // Each call reaches the queue before the next is made.
+        tokio::task::yield_now().await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    // After the reset one call probes alone; the rest follow in the order they came.
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order[0], 0, "{order:?}");
+    let mut rest = order[1..].to_vec();
+    rest.sort_unstable();
+    assert_eq!(rest, (1..10).collect::<Vec<_>>());
+    assert_eq!(sandbox.stats().answered(429), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .build()
+        .unwrap();
+    client.list_pets().limit(1).send().await.unwrap();
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let client = client.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            client.list_pets().limit(1).send().await.unwrap();
+            order.lock().unwrap().push(i);
+        }));
+        tokio::task::yield_now().await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
+        .call_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    sandbox.inject(Fault::status(429).retry_after(40).times(1));
+    let start = Instant::now();
+    let first = client.list_pets().send().await.unwrap_err();
+    assert_eq!(first.status(), Some(429), "{first:?}");
+    assert_eq!(first.attempts(), 1);
+
+    let held = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "it waited instead of failing"
+    );
+    assert!(held.is_rate_limited(), "{held:?}");
+    assert!(matches!(
+        held,
+        Error::Throttled {
+            cause: ThrottleCause::RateLimited,
+            attempts: 0,
+            ..
+        }
+    ));
+    assert_eq!(held.retry_after(), Some(Duration::from_secs(40)));
+    assert_eq!(sandbox.stats().total(), 1);
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
+        .pacing(Pacing::Sole)
+        .build()
+        .unwrap();
+    client.list_pets().send().await.unwrap();
+    sandbox.inject(Fault::status(503).retry_after(1).times(3));
+    let first = client
+        .list_pets()
+        .retry_policy(RetryPolicy::none())
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(first.status(), Some(503));
+    let closed_at = Instant::now();
+
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().send().await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+
+    // Each cooldown let exactly one request probe; only a success released the others, and
+    // the cooldowns grew (1 s, then 1 s, then 2 s) although each 503 asked for 1 s.
+    let held: Vec<_> = sandbox.request_log().into_iter().skip(2).collect();
+    let statuses: Vec<u16> = held.iter().filter_map(|r| r.status).collect();
+    assert_eq!(statuses[..3], [503, 503, 200], "{statuses:?}");
+    assert_eq!(statuses.len(), 18, "{statuses:?}");
+    let since = |i: usize| held[i].at - closed_at;
+    assert_eq!(
+        [since(0), since(1), since(2)],
+        [1, 2, 4].map(Duration::from_secs)
+    );
+    assert!(held[3..].iter().all(|r| r.at >= held[2].at));
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not_to() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let key = sandbox.key(Plan::Pro);
+    let build = |scope| {
+        sandbox_client(&sandbox, key, RetryPolicy::none())
+            .rate_limit_scope(scope)
+            .build()
+            .unwrap()
+    };
+    let first = build(RateLimitScope::Process);
+    let second = build(RateLimitScope::Process);
+    let own = build(RateLimitScope::Client);
+    own.list_pets().send().await.unwrap();
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    assert_eq!(
+        first.list_pets().send().await.unwrap_err().status(),
+        Some(429)
+    );
+
+    let start = Instant::now();
+    second.list_pets().send().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(30),
+        "the second client did not wait"
+    );
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+
+    // A client with a state of its own knows nothing of the other's 429.
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    assert_eq!(
+        first.list_pets().send().await.unwrap_err().status(),
+        Some(429)
+    );
+    let start = Instant::now();
+    let _ = own.list_pets().send().await;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(sandbox.stats().during_cooldown(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn quota_is_the_lowest_remaining_of_the_newest_window() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+        .pacing(Pacing::Sole)
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .create_pet(NewPet::new(format!("pet {i}"), 1))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+
+    let quota = client.quota().unwrap();
+    assert_eq!((quota.limit, quota.remaining), (300, 250));
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_counts_every_request_whatever_the_error() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
+        .build()
+        .unwrap();
+
+    sandbox.inject(Fault::status(503).times(1));
+    sandbox.inject(Fault::non_json_body(200).times(1));
+    let decode = client.list_pets().send().await.unwrap_err();
+    assert!(decode.is_decode(), "{decode:?}");
+    assert_eq!(decode.attempts(), 2);
+
+    sandbox.inject(Fault::truncated_body().times(4));
+    let cut = client.list_pets().send().await.unwrap_err();
+    assert!(matches!(cut, Error::Connection { .. }), "{cut:?}");
+    assert_eq!(cut.attempts(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
+    let sandbox = Sandbox::builder()
+        .key(
+            "tiny",
+            Plan::Enterprise {
+                per_minute: 100,
+                per_day: 2,
+            },
+        )
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "tiny", RetryPolicy::default())
+        .build()
+        .unwrap();
+    client.list_pets().send().await.unwrap();
+    // The second request spends the day's budget and fails with a 503 that would be retried.
+    sandbox.inject(Fault::status(503).times(1));
+
+    let held = client.list_pets().send().await.unwrap_err();
+
+    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
+    assert_eq!(held.attempts(), 1);
+    assert_eq!(held.quota().map(|q| q.remaining), Some(0));
+    assert!(held.retry_after().unwrap() > Duration::from_secs(120));
+    assert_eq!(sandbox.stats().total(), 2);
+}

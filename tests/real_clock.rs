@@ -1,0 +1,90 @@
+//! The rate discipline on the real clock and a multi-threaded runtime, where tasks of several
+//! independent instances really interleave (a paused single-threaded clock hides that): four
+//! instances × 16 tasks on one key, 2-second windows of 20 requests, for about 8 seconds.
+//! Bounded: every call has a deadline, and the run stops by itself.
+
+mod common;
+
+use std::time::Duration;
+
+use petstore_client::sandbox::{Plan, Sandbox};
+use petstore_client::{Error, PetStoreClient, RateLimitScope};
+use tokio::time::Instant;
+
+const INSTANCES: usize = 4;
+const TASKS: usize = 16;
+const WINDOW: Duration = Duration::from_secs(2);
+const PER_WINDOW: u32 = 20;
+const RUN: Duration = Duration::from_secs(8);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_independent_instances_on_a_multi_threaded_runtime_never_get_the_key_banned() {
+    let sandbox = Sandbox::builder()
+        .key(
+            "shared-key",
+            Plan::Enterprise {
+                per_minute: PER_WINDOW,
+                per_day: 1_000_000,
+            },
+        )
+        .minute_window(WINDOW)
+        .start()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + RUN;
+    let mut tasks = Vec::new();
+    for i in 0..INSTANCES {
+        let client = PetStoreClient::builder()
+            .base_url(sandbox.base_url())
+            .api_key("shared-key")
+            .user_agent(format!("instance-{i}"))
+            .rate_limit_scope(RateLimitScope::Client)
+            .build()
+            .unwrap();
+        for _ in 0..TASKS {
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut succeeded = 0;
+                while let Ok(result) =
+                    tokio::time::timeout_at(deadline, client.list_pets().limit(1).send()).await
+                {
+                    match result {
+                        Ok(_) => succeeded += 1,
+                        Err(Error::Throttled { retry_after, .. }) => {
+                            tokio::time::sleep(retry_after.min(WINDOW)).await;
+                        }
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+                succeeded
+            }));
+        }
+    }
+    let mut succeeded = 0;
+    for task in tasks {
+        succeeded += task.await.unwrap();
+    }
+
+    let stats = sandbox.stats();
+    let log = sandbox.request_log();
+    let limited = log.iter().filter(|r| r.status == Some(429)).count();
+    println!(
+        "{succeeded} calls succeeded, {} requests, {limited} × 429, {} during a cooldown, {} bans",
+        log.len(),
+        stats.during_cooldown(),
+        stats.bans()
+    );
+    assert_eq!(stats.bans(), 0);
+    // Each instance learns of a cooldown from its own 429 at the latest.
+    assert!(stats.during_cooldown() <= INSTANCES as u64, "{stats:?}");
+    let windows = (RUN.as_secs_f64() / WINDOW.as_secs_f64()).ceil() as u64 + 1;
+    assert!(
+        limited as u64 <= INSTANCES as u64 * windows,
+        "{limited} × 429 in {windows} windows"
+    );
+    // The run covers three full windows at least; the fleet uses most of them.
+    assert!(
+        succeeded >= 3 * PER_WINDOW as usize * 9 / 10,
+        "{succeeded} calls succeeded"
+    );
+}
