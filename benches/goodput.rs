@@ -1,87 +1,48 @@
-//! Goodput under a rate limit: 64 tasks sharing one client call back to back against the
-//! sandbox on the Free plan (60 a minute) for ten windows, under tokio's paused clock, so the
-//! figures are exact and the run takes a second. Reports the share of each full window's
-//! allowance used and the 429s, with quota pacing on and off.
+//! The rate discipline in figures, under tokio's paused clock (exact, and a run takes seconds):
 //!
-//! Targets: >= 95% of the allowance, zero 429s after the first window (pacing on).
+//! 1. the scenario matrix of `tests/ban_matrix.rs` (independent instances on one key, clock
+//!    skew, two windows, cancellation, odd answers) as a table: goodput, 429s, requests inside
+//!    a `Retry-After`, bans, the slowest call;
+//! 2. what the default `Pacing::Shared` costs a sole user: how long a burst of calls made at
+//!    the start of a window takes with each pacing mode.
+//!
 //! Run with `cargo bench --bench goodput`.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+#[path = "../tests/common/matrix.rs"]
+mod matrix;
+
+use std::time::{Duration, UNIX_EPOCH};
 
 use petstore_client::sandbox::{Plan, Sandbox};
-use petstore_client::{Pacing, PetStoreClient, RetryPolicy};
+use petstore_client::{Pacing, PetStoreClient};
 use tokio::time::Instant;
 
-const TASKS: usize = 64;
-const WINDOWS: u64 = 10;
-
-struct Run {
-    per_window: BTreeMap<i64, u64>,
-    limited: usize,
-    limited_after_first_window: usize,
-    bans: u64,
-    during_cooldown: u64,
-    gave_up: usize,
-}
-
-async fn run(pacing: Pacing) -> Run {
-    let sandbox = Sandbox::start().await.unwrap();
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(None)
-        .build()
+/// A burst of `calls` concurrent calls at the start of a Free-plan window: how long until all
+/// are done, and how many 429s the sandbox answered.
+async fn burst(pacing: Pacing, calls: usize) -> (Duration, u64) {
+    // 1_800_000_000 is a multiple of 60: the run starts exactly as a window opens.
+    let sandbox = Sandbox::builder()
+        .clock_start(UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        .start()
+        .await
         .unwrap();
     let client = PetStoreClient::builder()
         .base_url(sandbox.base_url())
         .api_key(sandbox.key(Plan::Free))
-        .http_client(http)
-        .attempt_timeout(None)
         .pacing(pacing)
-        .retry_policy(RetryPolicy::default().with_max_retries(10))
         .build()
         .unwrap();
     let start = Instant::now();
-    let deadline = start + Duration::from_secs(60 * WINDOWS);
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..calls)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move {
-                let mut resets = Vec::new();
-                while let Ok(result) =
-                    tokio::time::timeout_at(deadline, client.list_pets().limit(1).send_with_meta())
-                        .await
-                {
-                    match result {
-                        Ok(response) => resets.push(response.quota().unwrap().reset.timestamp()),
-                        Err(_) => return (resets, true),
-                    }
-                }
-                (resets, false)
-            })
+            tokio::spawn(async move { client.list_pets().limit(1).send().await })
         })
         .collect();
-    let mut per_window = BTreeMap::new();
-    let mut gave_up = 0;
     for task in tasks {
-        let (resets, failed) = task.await.unwrap();
-        gave_up += usize::from(failed);
-        for reset in resets {
-            *per_window.entry(reset).or_default() += 1;
-        }
+        task.await.unwrap().unwrap();
     }
-    let log = sandbox.request_log();
-    let first_window_end = start + Duration::from_secs(60);
-    Run {
-        per_window,
-        limited: log.iter().filter(|r| r.status == Some(429)).count(),
-        limited_after_first_window: log
-            .iter()
-            .filter(|r| r.status == Some(429) && r.at >= first_window_end)
-            .count(),
-        bans: sandbox.stats().bans(),
-        during_cooldown: sandbox.stats().during_cooldown(),
-        gave_up,
-    }
+    (start.elapsed(), sandbox.stats().answered(429))
 }
 
 fn main() {
@@ -90,34 +51,28 @@ fn main() {
         .start_paused(true)
         .build()
         .unwrap();
-    println!("{TASKS} tasks, Free plan (60 per 60 s window), {WINDOWS} windows, paused clock");
     println!(
-        "| pacing | calls that succeeded | allowance used (full windows) | 429s | 429s after the first window | requests during a cooldown | bans | tasks that gave up |"
+        "Scenario matrix: {} tasks per instance, {} windows of {} s, paused clock",
+        matrix::TASKS,
+        matrix::WINDOWS,
+        matrix::MINUTE
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("{}", matrix::TABLE_HEADER);
+    for cell in matrix::cells() {
+        let figures = rt.block_on(matrix::run(&cell));
+        println!("{}", figures.row(&cell));
+    }
+
+    println!("\nA sole user's burst at the start of a window (Free plan, 60 per 60 s)");
+    println!("| pacing | 10 calls take | 429s | 60 calls take | 429s |");
+    println!("| --- | --- | --- | --- | --- |");
     for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
-        let run = rt.block_on(run(pacing));
-        let counts: Vec<u64> = run.per_window.values().copied().collect();
-        // The first and last windows are only partly covered by the run.
-        let full = counts.get(1..counts.len().saturating_sub(1)).unwrap_or(&[]);
-        let used: u64 = full.iter().sum();
-        let allowance = 60 * full.len() as u64;
-        let share = if full.is_empty() {
-            "no full window".to_owned()
-        } else {
-            format!(
-                "{used}/{allowance} ({:.1}%)",
-                100.0 * used as f64 / allowance as f64
-            )
-        };
+        let (ten, ten_limited) = rt.block_on(burst(pacing, 10));
+        let (sixty, sixty_limited) = rt.block_on(burst(pacing, 60));
         println!(
-            "| {pacing:?} | {} | {share} | {} | {} | {} | {} | {} |",
-            counts.iter().sum::<u64>(),
-            run.limited,
-            run.limited_after_first_window,
-            run.during_cooldown,
-            run.bans,
-            run.gave_up,
+            "| {pacing:?} | {:.1} s | {ten_limited} | {:.1} s | {sixty_limited} |",
+            ten.as_secs_f64(),
+            sixty.as_secs_f64()
         );
     }
 }
