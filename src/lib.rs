@@ -9,10 +9,12 @@
 //!   `.send_with_meta()` (the value with status, headers, [`Quota`] and [`Deprecation`]).
 //! - Errors as one [`Error`] enum with predicates, keeping the service's `code`, `message`,
 //!   quota and `Retry-After`.
-//! - Rate-limit discipline: `Retry-After` honoured, exponential backoff with jitter
-//!   ([`RetryPolicy`]), a client-wide cooldown after a 429, and quota pacing that holds requests
-//!   instead of sending them into a certain 429. A key that keeps calling after a 429 can be
-//!   banned by the service; through this crate, it does not happen.
+//! - Rate-limit discipline: `Retry-After` as a floor under exponential backoff with jitter
+//!   ([`RetryPolicy`]), a cooldown after a 429 shared by every client of the key in the
+//!   process, and pacing ([`Pacing`]) that spreads the budget the service reports over each
+//!   window, read on the service's clock, so that instances sharing a key do not run it into
+//!   429s. A key that keeps calling after a 429 can be banned by the service; the scenario
+//!   matrix in `tests/ban_matrix.rs` shows what this crate guarantees against that, and where.
 //!
 //! # Getting started
 //!
@@ -65,16 +67,26 @@
 //! The service limits requests per plan and answers `429 Too Many Requests` with a
 //! `Retry-After` beyond the limit; calling on regardless may get the key banned. The client:
 //!
-//! 1. retries a 429 after exactly the `Retry-After` wait (any operation: the request was not
-//!    processed), and 5xx, timeouts and dropped connections with exponential backoff (`GET`
-//!    only: a `POST` is never sent twice after an ambiguous failure);
-//! 2. holds every request of every clone while the service asked for quiet;
-//! 3. paces requests by the quota the service reports (`X-RateLimit-*`), holding them when the
-//!    window's budget is spent until it resets;
-//! 4. fails at once with a rate-limited error when the wait would exceed
-//!    [`RetryPolicy::max_server_wait`] (120 s by default), such as a spent daily quota.
+//! 1. retries a 429 after at least the `Retry-After` wait and the backoff (any operation: the
+//!    request was not processed), and 5xx, timeouts and dropped connections with exponential
+//!    backoff (`GET` only: a `POST` is never sent twice after an ambiguous failure);
+//! 2. holds every request of every client of the key in the process while the service asked
+//!    for quiet, then lets one request probe before the others;
+//! 3. reads the service's clock from `Date`, so that `X-RateLimit-Reset` and HTTP-date
+//!    `Retry-After` mean the same on a machine whose clock is off by minutes;
+//! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*`),
+//!    never assuming a window's budget before a response of that window reported it, and by
+//!    default ([`Pacing::Shared`]) spreading it over the window so that instances on other
+//!    processes or hosts that share the key do not run it into 429s;
+//! 5. counts a request that may have reached the service (cancelled, timed out) as spent;
+//! 6. fails at once with a rate-limited error ([`Error::Throttled`]) when a call would wait for
+//!    the rate limit longer than [`RetryPolicy::max_server_wait`] (120 s by default) in all,
+//!    or past its call timeout, such as on a spent daily quota.
 //!
-//! See [`RetryPolicy`] for the defaults and the full table of what is retried.
+//! Instances that share a key coordinate only through the service's headers: a few 429s at
+//! the edge of a window remain possible (at most one per instance and window, each followed by
+//! silence until its `Retry-After` ends). See [`RetryPolicy`] for the defaults and the full
+//! table of what is retried.
 //!
 //! # The deprecated `getPet`
 //!
