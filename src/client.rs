@@ -26,9 +26,10 @@ const DEFAULT_MAX_RESPONSE_BODY: usize = 8 * 1024 * 1024;
 
 /// A client of the Pet Store API.
 ///
-/// Cheap to clone: clones share one connection pool, one rate-limit state (the cooldown gate
-/// and the quota pacer) and the latest [`Quota`], so clone it freely into tasks rather than
-/// wrapping it in an `Arc`. Its `Debug` output never shows the API key.
+/// Cheap to clone: clones share one connection pool, so clone it freely into tasks rather than
+/// wrapping it in an `Arc`. Every client of the same base URL and API key in the process shares
+/// one rate-limit state (budgets, the cooldown gate, the queue of held requests; see
+/// [`RateLimitScope`]). Its `Debug` output never shows the API key.
 ///
 /// ```no_run
 /// use petstore_client::{NewPet, PetStatus, PetStoreClient};

@@ -25,13 +25,16 @@ impl Clock {
 
     /// Unix seconds on the local wall clock at `at`.
     pub(crate) fn unix_at(&self, at: Instant) -> f64 {
-        let wall = if at >= self.instant {
-            self.wall + (at - self.instant)
+        let anchor = self
+            .wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64());
+        let since_anchor = if at >= self.instant {
+            (at - self.instant).as_secs_f64()
         } else {
-            self.wall - (self.instant - at)
+            -(self.instant - at).as_secs_f64()
         };
-        wall.duration_since(UNIX_EPOCH)
-            .map_or(0.0, |since| since.as_secs_f64())
+        anchor + since_anchor
     }
 }
 

@@ -2,18 +2,17 @@
 //! for them, held weakly so that it goes with the last client.
 
 use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use std::collections::hash_map::RandomState;
-
 use url::Url;
 
-use super::lock;
+use super::{Shared, lock};
 
 /// Keyed by a hash of the base URL and the key (with a random per-process seed); the key
 /// itself is never stored.
-type Registry<T> = Mutex<HashMap<u64, Weak<T>>>;
+type Registry = Mutex<HashMap<u64, Weak<Shared>>>;
 
 fn id(base_url: &Url, key: &str) -> u64 {
     static SEED: OnceLock<RandomState> = OnceLock::new();
@@ -24,8 +23,8 @@ fn id(base_url: &Url, key: &str) -> u64 {
 }
 
 /// The state for `base_url` and `key`, made with `new` if no live client has one.
-pub(super) fn shared(base_url: &Url, key: &str, new: fn() -> super::Shared) -> Arc<super::Shared> {
-    static REGISTRY: OnceLock<Registry<super::Shared>> = OnceLock::new();
+pub(super) fn shared(base_url: &Url, key: &str, new: fn() -> Shared) -> Arc<Shared> {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
     let mut registry = lock(REGISTRY.get_or_init(Registry::default));
     registry.retain(|_, state| state.strong_count() > 0);
     let id = id(base_url, key);
@@ -45,16 +44,13 @@ mod tests {
     fn clients_of_one_key_share_a_state_that_goes_with_the_last_of_them() {
         let url = Url::parse("http://127.0.0.1:9/v1/").unwrap();
         let other = Url::parse("http://127.0.0.1:10/v1/").unwrap();
-        let a = shared(&url, "registry-test-key", super::super::Shared::new);
-        let b = shared(&url, "registry-test-key", super::super::Shared::new);
+        let a = shared(&url, "registry-test-key", Shared::new);
+        let b = shared(&url, "registry-test-key", Shared::new);
         assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &shared(&url, "another-key", Shared::new)));
         assert!(!Arc::ptr_eq(
             &a,
-            &shared(&url, "another-key", super::super::Shared::new)
-        ));
-        assert!(!Arc::ptr_eq(
-            &a,
-            &shared(&other, "registry-test-key", super::super::Shared::new)
+            &shared(&other, "registry-test-key", Shared::new)
         ));
         let weak = Arc::downgrade(&a);
         drop((a, b));

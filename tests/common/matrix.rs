@@ -241,21 +241,29 @@ impl Figures {
             Expect::DayBudget => format!("days {:?} of {}", self.per_day, cell.per_day),
             Expect::Nothing => "none allowed".to_owned(),
         };
+        let errors: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(kind, n)| format!("{kind} × {n}"))
+            .collect();
         format!(
-            "| {} | {} | {goodput} | {} | {} | {} | {} | {:.0} s | {verdict} |",
+            "| {} | {} | {} | {goodput} | {} | {} | {} | {} | {} | {:.0} s | {} | {verdict} |",
             cell.name,
+            self.calls,
             self.requests,
             self.limited,
             self.most_429_in_a_window,
+            self.during_cooldown,
             self.most_in_a_cooldown,
             self.bans,
             self.slowest_call.as_secs_f64(),
+            errors.join(", "),
         )
     }
 }
 
 /// The header of the printed table.
-pub const TABLE_HEADER: &str = "| cell | requests | goodput (full windows) | 429s | most 429s in a window | most requests by one instance in one Retry-After | bans | slowest call | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+pub const TABLE_HEADER: &str = "| cell | calls | requests | goodput (full windows) | 429s | most 429s in a window | requests during a Retry-After | most by one instance in one Retry-After | bans | slowest call | calls failed or cancelled | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
 /// A small seeded generator, so that a cell's cancellations fall the same way every run.
 struct Rng(u64);
