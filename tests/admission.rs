@@ -272,3 +272,35 @@ async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
     assert!(held.retry_after().unwrap() > Duration::from_secs(120));
     assert_eq!(sandbox.stats().total(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .pacing(Pacing::Sole)
+        .build()
+        .unwrap();
+    spend_the_window(&client, 60).await;
+    let ahead = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().limit(1).send().await }
+    });
+    tokio::task::yield_now().await;
+
+    let start = Instant::now();
+    let impatient = client
+        .list_pets()
+        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(1)))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(
+        matches!(impatient, Error::Throttled { .. }),
+        "{impatient:?}"
+    );
+    assert!(impatient.retry_after().unwrap() > Duration::from_secs(1));
+    ahead.await.unwrap().unwrap();
+    assert_eq!(sandbox.stats().answered(429), 0);
+}

@@ -13,12 +13,13 @@ mod pacer;
 mod registry;
 mod server_time;
 
+use std::collections::BTreeMap;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use url::Url;
 
@@ -92,6 +93,9 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Held requests queue here, first in first out; only the first waits on the state.
     queue: tokio::sync::Mutex<()>,
+    /// Until when the first in line is held, published when that is past the time some
+    /// request behind it may wait: those fail at once instead of waiting in vain.
+    blocked: watch::Sender<(Instant, Hold)>,
     /// Wakes the first held request when a response changes what is known.
     changed: Notify,
     clock: Clock,
@@ -106,6 +110,8 @@ struct State {
     last_admit: Option<Instant>,
     /// The lowest `remaining` of the newest period any response reported.
     latest: Option<Quota>,
+    /// How many requests in line give up at each instant.
+    queued: BTreeMap<Instant, usize>,
     warned_not_sole: bool,
 }
 
@@ -114,6 +120,7 @@ impl Shared {
         Self {
             state: Mutex::default(),
             queue: tokio::sync::Mutex::new(()),
+            blocked: watch::Sender::new((Instant::now(), Hold::Pace)),
             changed: Notify::new(),
             clock: Clock::new(),
         }
@@ -154,17 +161,29 @@ impl RateLimiter {
     }
 
     /// Waits, first in first out, until a request may be sent. Fails with
-    /// [`Error::Throttled`] at once when the wait would last past `give_up_at`, or when that
-    /// instant comes while the request is still queued.
+    /// [`Error::Throttled`] at once when a hold would last past `give_up_at`, or when that
+    /// instant has passed by the time the request is first in line and must still wait.
+    ///
+    /// Only holds with a known end arm a timer: waiting in line or for a response arms none,
+    /// so that a paused clock (`start_paused`) does not jump over a response still on the wire.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
         give_up_at: Instant,
     ) -> Result<Permit<'_>, Error> {
         let shared = &*self.shared;
-        let Ok(_turn) = tokio::time::timeout_at(give_up_at, shared.queue.lock()).await else {
-            return Err(self.throttled(Instant::now(), None));
+        let in_line = InLine::new(shared, give_up_at);
+        let mut blocked = shared.blocked.subscribe();
+        let _turn = tokio::select! {
+            biased;
+            turn = shared.queue.lock() => turn,
+            Ok(ahead) = blocked.wait_for(|(until, _)| *until > give_up_at) => {
+                let (until, hold) = *ahead;
+                return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
+            }
         };
+        drop(in_line);
+        let _front = Front(shared);
         let mut logged = None;
         loop {
             let mut changed = pin!(shared.changed.notified());
@@ -191,26 +210,45 @@ impl RateLimiter {
                 Decision::ForResponse(hold) => (None, hold),
                 Decision::Go { .. } => unreachable!("admitted above"),
             };
-            if hold == Hold::ZeroLimit || until.is_some_and(|until| until > give_up_at) {
-                return Err(self.throttled(now, Some(decision)));
+            let too_long = match until {
+                Some(until) => until > give_up_at,
+                None => now >= give_up_at,
+            };
+            if hold == Hold::ZeroLimit || too_long {
+                return Err(self.throttled(now, decision));
+            }
+            if let Some(until) = until {
+                // Requests that join the line later read it; those already in line are woken
+                // only if one of them gives up before then.
+                let state = shared.lock();
+                let wake = state
+                    .queued
+                    .keys()
+                    .next()
+                    .is_some_and(|first| *first < until);
+                shared.blocked.send_if_modified(|ahead| {
+                    *ahead = (until, hold);
+                    wake
+                });
             }
             if logged != Some(hold) {
                 logged = Some(hold);
                 let wait = until.map(|until| until - now);
                 tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
             }
-            // Woken, timed out or out of time: look again.
-            let _ = tokio::time::timeout_at(until.unwrap_or(give_up_at), changed).await;
-            if until.is_none() && Instant::now() >= give_up_at {
-                return Err(self.throttled(Instant::now(), None));
+            match until {
+                // Woken or timed out, either way: look again.
+                Some(until) => {
+                    let _ = tokio::time::timeout_at(until, changed).await;
+                }
+                None => changed.await,
             }
         }
     }
 
-    /// The error for a request held back at `now`, by `decision` if known.
-    fn throttled(&self, now: Instant, decision: Option<Decision>) -> Error {
+    /// The error for a request held back at `now` by `decision`.
+    fn throttled(&self, now: Instant, decision: Decision) -> Error {
         let state = self.shared.lock();
-        let decision = decision.unwrap_or_else(|| state.decide(self.pacing, now));
         let (retry_after, hold) = match decision {
             Decision::Until(until, hold) => (until.saturating_duration_since(now), Some(hold)),
             Decision::ForResponse(hold) => (Duration::ZERO, Some(hold)),
@@ -254,6 +292,43 @@ impl State {
             }
             _ => Some(quota),
         };
+    }
+}
+
+/// The first in line: when it leaves (admitted, failed or cancelled), nothing holds the line.
+struct Front<'a>(&'a Shared);
+
+impl Drop for Front<'_> {
+    fn drop(&mut self) {
+        self.0.blocked.send_if_modified(|ahead| {
+            ahead.0 = Instant::now();
+            false
+        });
+    }
+}
+
+/// A request waiting in line, registered with the instant it gives up.
+struct InLine<'a> {
+    shared: &'a Shared,
+    give_up_at: Instant,
+}
+
+impl<'a> InLine<'a> {
+    fn new(shared: &'a Shared, give_up_at: Instant) -> Self {
+        *shared.lock().queued.entry(give_up_at).or_default() += 1;
+        Self { shared, give_up_at }
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        if let Some(count) = state.queued.get_mut(&self.give_up_at) {
+            *count -= 1;
+            if *count == 0 {
+                state.queued.remove(&self.give_up_at);
+            }
+        }
     }
 }
 
