@@ -307,8 +307,9 @@ impl PetStoreClientBuilder {
     /// [`Error::Config`] when the base URL or API key is missing, the key cannot be sent in
     /// an HTTP header, the base URL does not parse, cannot take paths or does not end in
     /// `/v1`, the base URL is plain `http://` to a host other than loopback (unless
-    /// [`allow_insecure_http`](Self::allow_insecure_http)), or the HTTP client cannot be
-    /// created.
+    /// [`allow_insecure_http`](Self::allow_insecure_http)), the base URL is `https://` in a
+    /// build with neither the `rustls` nor the `native-tls` feature (unless a
+    /// [`http_client`](Self::http_client) is supplied), or the HTTP client cannot be created.
     pub fn build(self) -> Result<PetStoreClient> {
         let base_url = self.parse_base_url()?;
         let key = self.api_key.as_deref();
@@ -387,6 +388,14 @@ impl PetStoreClientBuilder {
             return Err(Error::config(format!(
                 "refusing to send the API key in clear text to `{raw}`: use https, or allow_insecure_http(true)"
             )));
+        }
+        // Without TLS, reqwest would only fail each attempt with "could not connect". A supplied
+        // client is trusted: the application may have enabled TLS in its own reqwest.
+        #[cfg(not(any(feature = "rustls", feature = "native-tls")))]
+        if url.scheme() == "https" && self.http_client.is_none() {
+            return Err(Error::config(
+                "this build of petstore-client has no TLS: enable the `rustls` or `native-tls` feature, or use http:// to loopback",
+            ));
         }
         // Exactly one trailing slash, so that `pets` joins as `/v1/pets`.
         let path = format!("{}/", url.path().trim_end_matches('/'));

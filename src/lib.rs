@@ -108,7 +108,9 @@
 //! | --- | --- | --- |
 //! | `rustls` | yes | TLS through rustls; no system TLS library needed |
 //! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
+//! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
 //! | `sandbox` | no | [`sandbox`]: an embedded, spec-faithful Pet Store server for tests and demos |
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

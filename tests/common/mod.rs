@@ -8,9 +8,10 @@ use petstore_client::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, Re
 use wiremock::matchers::{any, header, method, path};
 use wiremock::{Match, Mock, MockBuilder, MockServer, Request, ResponseTemplate};
 
-/// A distinctive key, so that a leak into `Debug` or `Display` output is easy to spot.
-pub const API_KEY: &str = "sk_test_SECRET_4242";
-pub const BEARER: &str = "Bearer sk_test_SECRET_4242";
+/// A distinctive key, so that a leak into `Debug` or `Display` output is easy to spot; plainly
+/// fake, so that secret scanners do not take it for a live key.
+pub const API_KEY: &str = "FAKE-petstore-key-4242-not-a-secret";
+pub const BEARER: &str = "Bearer FAKE-petstore-key-4242-not-a-secret";
 pub const PETS: &str = "/v1/pets";
 pub const PET_42: &str = "/v1/pets/42";
 pub const DEFAULT_USER_AGENT: &str = concat!("petstore-client/", env!("CARGO_PKG_VERSION"));
