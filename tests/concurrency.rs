@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::time::{Instant, timeout};
 
-const KEY: &str = "sk_test_concurrency";
+const KEY: &str = "FAKE-concurrency-key";
 
 /// A server on the test's runtime whose n-th request (from 1) gets `answer(n)`, where `None`
 /// means: never answer.

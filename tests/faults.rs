@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use wiremock::matchers::{any, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const KEY: &str = "sk_test_faults";
+const KEY: &str = "FAKE-faults-key";
 const PETS: &str = r#"[{"id":1,"name":"Rex","categoryId":3}]"#;
 
 /// What the scripted server does once it has read a request.

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const KEY: &str = "sk_test_retry";
+const KEY: &str = "FAKE-retry-key";
 const PETS: &str = r#"[{"id":1,"name":"Rex","categoryId":3,"status":"available"}]"#;
 const PET: &str = r#"{"id":1,"name":"Rex","categoryId":3}"#;
 

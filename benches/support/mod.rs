@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-pub const KEY: &str = "sk_bench_key";
+pub const KEY: &str = "FAKE-bench-key";
 
 /// A JSON list of `n` pets, as the service would send it.
 pub fn pets_json(n: usize) -> String {
