@@ -14,8 +14,10 @@ mod registry;
 mod server_time;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
@@ -174,11 +176,23 @@ impl RateLimiter {
         let shared = &*self.shared;
         let in_line = InLine::new(shared, give_up_at);
         let mut blocked = shared.blocked.subscribe();
-        let _turn = tokio::select! {
-            biased;
-            turn = shared.queue.lock() => turn,
-            Ok(ahead) = blocked.wait_for(|(until, _)| *until > give_up_at) => {
-                let (until, hold) = *ahead;
+        // Whichever comes first: the turn, or news that the request ahead is held past
+        // `give_up_at`.
+        let mut turn = pin!(shared.queue.lock());
+        let mut ahead = pin!(blocked.wait_for(|(until, _)| *until > give_up_at));
+        let first = std::future::poll_fn(|cx| {
+            if let Poll::Ready(turn) = turn.as_mut().poll(cx) {
+                return Poll::Ready(Ok(turn));
+            }
+            match ahead.as_mut().poll(cx) {
+                Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+        let _turn = match first {
+            Ok(turn) => turn,
+            Err((until, hold)) => {
                 return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
             }
         };
