@@ -3,14 +3,12 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use http::HeaderValue;
 use url::{Host, Url};
 
 use crate::error::{Error, Result};
-use crate::http::Operation;
 use crate::quota::Quota;
 use crate::rate::{Pacing, RateLimitScope, RateLimiter};
 use crate::retry::RetryPolicy;
@@ -63,7 +61,6 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     pub(crate) max_response_body: usize,
     pub(crate) rate: RateLimiter,
-    pub(crate) deprecation_warned: [AtomicBool; Operation::COUNT],
 }
 
 impl PetStoreClient {
@@ -354,7 +351,6 @@ impl PetStoreClientBuilder {
                 retry: self.retry,
                 max_response_body: self.max_response_body,
                 rate,
-                deprecation_warned: Default::default(),
             }),
         })
     }

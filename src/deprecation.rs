@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderName};
 
+use crate::quota::parse_digits;
+
 const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
 const SUNSET: HeaderName = HeaderName::from_static("sunset");
 
@@ -10,7 +12,18 @@ const SUNSET: HeaderName = HeaderName::from_static("sunset");
 /// and `Sunset` (RFC 8594) response headers.
 ///
 /// Present on a [`Response`](crate::Response) when either header is. The client also logs one
-/// `tracing` warning per operation the first time a client sees such a notice.
+/// `tracing` warning per operation, the first time the process sees such a notice for it.
+///
+/// [`Deprecation::new`] builds one, to test your own handling of it:
+///
+/// ```
+/// use chrono::{TimeZone, Utc};
+/// use petstore_client::Deprecation;
+///
+/// let sunset = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).unwrap();
+/// let notice = Deprecation::new(true, None, Some(sunset));
+/// assert_eq!(notice.sunset, Some(sunset));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Deprecation {
@@ -24,6 +37,20 @@ pub struct Deprecation {
 }
 
 impl Deprecation {
+    /// A notice: whether the operation is deprecated, since when, and when it stops working.
+    #[must_use]
+    pub fn new(
+        deprecated: bool,
+        deprecated_at: Option<DateTime<Utc>>,
+        sunset: Option<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            deprecated,
+            deprecated_at,
+            sunset,
+        }
+    }
+
     pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
         let deprecation = headers.get(&DEPRECATION);
         let sunset = headers.get(&SUNSET);
@@ -45,10 +72,7 @@ impl Deprecation {
 fn parse_deprecation_date(value: &str) -> Option<DateTime<Utc>> {
     let value = value.trim();
     match value.strip_prefix('@') {
-        Some(seconds) if !seconds.is_empty() && seconds.bytes().all(|b| b.is_ascii_digit()) => {
-            DateTime::from_timestamp(seconds.parse().ok()?, 0)
-        }
-        Some(_) => None,
+        Some(seconds) => DateTime::from_timestamp(parse_digits(seconds)?.try_into().ok()?, 0),
         None => parse_http_date(value),
     }
 }

@@ -2,7 +2,7 @@
 //! pacer), the request with its headers, the bounded body read, quota and deprecation
 //! bookkeeping, classification, retries, and decoding.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
@@ -280,9 +280,12 @@ impl PetStoreClient {
         ))
     }
 
+    /// Once per operation per process: a program that builds a client per run or per task
+    /// warns once, not every time.
     fn warn_deprecated_once(&self, operation: Operation, notice: &Deprecation) {
-        let flag = &self.inner.deprecation_warned[operation as usize];
-        if !flag.swap(true, Ordering::Relaxed) {
+        static WARNED: [AtomicBool; Operation::COUNT] =
+            [const { AtomicBool::new(false) }; Operation::COUNT];
+        if !WARNED[operation as usize].swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 operation = operation.name(),
                 deprecated_at = ?notice.deprecated_at,

@@ -157,6 +157,14 @@ impl ListPets {
                 expected: "the API accepts 1 to 100",
             });
         }
+        if let Some(status) = self.status.as_ref().filter(|status| !status.is_known()) {
+            // A value decoded earlier from the service; the specification allows only three.
+            return Err(Error::InvalidArgument {
+                name: "status",
+                value: status.as_str().to_owned(),
+                expected: "the API accepts available, pending or sold",
+            });
+        }
         if self.limit.is_some() || self.status.is_some() {
             let mut query = url.query_pairs_mut();
             if let Some(limit) = self.limit {

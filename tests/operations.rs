@@ -5,12 +5,11 @@ mod common;
 
 use chrono::{TimeZone, Utc};
 use common::{
-    API_KEY, BEARER, Captured, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request,
-    assert_api_error, builder, capture, client, expect_once, fixtures, json, mount_list,
-    mount_list_queries, only_request, start, with_quota,
+    BEARER, DEFAULT_USER_AGENT, PET_42, PETS, QueryIs, api_request, assert_api_error, builder,
+    client, expect_once, fixtures, json, mount_list, mount_list_queries, only_request, start,
+    with_quota,
 };
 use petstore_client::{Error, NewPet, Pet, PetStatus, Quota};
-use wiremock::ResponseTemplate;
 use wiremock::matchers::{body_string, header};
 
 fn listed_pets() -> Vec<Pet> {
@@ -81,6 +80,28 @@ async fn list_pets_rejects_a_limit_outside_1_to_100_before_sending() {
         let with_meta = client.list_pets().limit(limit).send_with_meta().await;
         assert!(matches!(with_meta, Err(Error::InvalidArgument { .. })));
     }
+    assert_eq!(server.received_requests().await.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn list_pets_rejects_a_status_the_specification_does_not_list_before_sending() {
+    let server = start().await;
+    let client = client(&server);
+    // An unknown status can only come from the service, decoded earlier.
+    let pet: Pet =
+        serde_json::from_str(r#"{"id":1,"name":"Rex","categoryId":3,"status":"adopted"}"#).unwrap();
+    let unknown = pet.status.unwrap();
+
+    let error = client.list_pets().status(unknown).send().await.unwrap_err();
+
+    assert!(
+        matches!(error, Error::InvalidArgument { name: "status", .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "invalid status adopted: the API accepts available, pending or sold"
+    );
     assert_eq!(server.received_requests().await.unwrap().len(), 0);
 }
 
@@ -252,68 +273,4 @@ async fn send_with_meta_exposes_status_headers_quota_and_attempts() {
     assert_eq!(response.attempts(), 1);
     assert_eq!(response.deprecation(), None);
     assert_eq!(response.into_value(), listed_pets());
-}
-
-fn deprecation_warnings(captured: &Captured, operation: &str) -> usize {
-    captured
-        .text()
-        .lines()
-        .filter(|line| {
-            line.contains("WARN") && line.contains("reports this operation as deprecated")
-        })
-        .filter(|line| line.contains(&format!("operation=\"{operation}\"")))
-        .count()
-}
-
-fn deprecated(template: ResponseTemplate) -> ResponseTemplate {
-    template
-        .insert_header("Deprecation", "@1688169599")
-        .insert_header("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
-}
-
-#[tokio::test]
-#[allow(deprecated)]
-async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_client() {
-    let server = start().await;
-    api_request("GET", PET_42)
-        .respond_with(deprecated(json(200, fixtures::PET_42)))
-        .expect(3)
-        .mount(&server)
-        .await;
-    mount_list(&server, deprecated(json(200, "[]")), 1).await;
-    let (captured, _guard) = capture(tracing::Level::WARN);
-    let first = client(&server);
-
-    let response = first.get_pet(42).send_with_meta().await.unwrap();
-    let notice = response.deprecation().expect("a deprecation notice");
-    assert!(notice.deprecated);
-    assert_eq!(
-        notice.deprecated_at,
-        Utc.timestamp_opt(1_688_169_599, 0).single()
-    );
-    let sunset = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).single();
-    assert_eq!(notice.sunset, sunset);
-    assert_eq!(deprecation_warnings(&captured, "getPet"), 1);
-
-    first.clone().get_pet(42).send().await.unwrap();
-    assert_eq!(
-        deprecation_warnings(&captured, "getPet"),
-        1,
-        "a clone is the same client"
-    );
-
-    first.list_pets().send().await.unwrap();
-    assert_eq!(
-        deprecation_warnings(&captured, "listPets"),
-        1,
-        "each operation warns"
-    );
-
-    client(&server).get_pet(42).send().await.unwrap();
-    assert_eq!(
-        deprecation_warnings(&captured, "getPet"),
-        2,
-        "a new client warns again"
-    );
-    assert!(!captured.text().contains(API_KEY));
 }
