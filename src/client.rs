@@ -161,7 +161,8 @@ impl fmt::Debug for Redacted {
 pub struct PetStoreClientBuilder {
     base_url: Option<String>,
     api_key: Option<String>,
-    connect_timeout: Duration,
+    /// `None`: not set, the default applies.
+    connect_timeout: Option<Option<Duration>>,
     attempt_timeout: Option<Duration>,
     call_timeout: Option<Duration>,
     user_agent: Option<String>,
@@ -185,7 +186,7 @@ impl PetStoreClientBuilder {
         Self {
             base_url: None,
             api_key: None,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: None,
             attempt_timeout: Some(DEFAULT_ATTEMPT_TIMEOUT),
             call_timeout: None,
             user_agent: None,
@@ -222,10 +223,11 @@ impl PetStoreClientBuilder {
         self
     }
 
-    /// How long establishing a connection (TCP and TLS) may take. Ignored when a
-    /// [`http_client`](Self::http_client) is supplied: configure that client instead.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
+    /// How long establishing a connection (TCP and TLS) may take; `None` for no limit. With a
+    /// supplied [`http_client`](Self::http_client), set it on that client instead: setting
+    /// both is a configuration error.
+    pub fn connect_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.connect_timeout = Some(timeout.into());
         self
     }
 
@@ -250,8 +252,16 @@ impl PetStoreClientBuilder {
     }
 
     /// Sends requests through this `reqwest::Client` (its pool, proxy, TLS and timeouts)
-    /// instead of one built by this crate. Keep its redirect policy at `none` or the default:
-    /// reqwest drops the `Authorization` header on redirects to another host.
+    /// instead of one built by this crate; [`petstore_client::reqwest`](crate::reqwest) is the
+    /// reqwest this crate uses (0.13), whose `Client` this takes.
+    ///
+    /// What then comes from your client and not from this builder: the connect timeout
+    /// ([`connect_timeout`](Self::connect_timeout) with `http_client` fails
+    /// [`build`](Self::build)), the redirect policy (this crate's own client follows none;
+    /// keep yours at `none` or the default, as reqwest drops the `Authorization` header on
+    /// redirects to another host), proxies, TLS and the connection pool. Everything else here
+    /// (the key, user agent, per-attempt and call timeouts, retries, pacing, body limit)
+    /// still applies.
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
         self
@@ -318,16 +328,25 @@ impl PetStoreClientBuilder {
                 HeaderValue::from_static(concat!("petstore-client/", env!("CARGO_PKG_VERSION")))
             }
         };
-        let (http, connect_timeout) = match self.http_client {
-            Some(client) => (client, None),
-            None => (
-                reqwest::Client::builder()
-                    .connect_timeout(self.connect_timeout)
-                    .redirect(reqwest::redirect::Policy::none())
+        let (http, connect_timeout) = match (self.http_client, self.connect_timeout) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "connect_timeout has no effect on a supplied http_client: set it on that client",
+                ));
+            }
+            (Some(client), None) => (client, None),
+            (None, timeout) => {
+                let timeout = timeout.unwrap_or(Some(DEFAULT_CONNECT_TIMEOUT));
+                let mut builder =
+                    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+                if let Some(timeout) = timeout {
+                    builder = builder.connect_timeout(timeout);
+                }
+                let client = builder
                     .build()
-                    .map_err(|e| Error::config(format!("cannot create the HTTP client: {e}")))?,
-                Some(self.connect_timeout),
-            ),
+                    .map_err(|e| Error::config(format!("cannot create the HTTP client: {e}")))?;
+                (client, timeout)
+            }
         };
         let rate = RateLimiter::new(
             self.rate_limit_scope,

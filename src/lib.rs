@@ -136,6 +136,10 @@ pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus,
 pub use pets::{CreatePet, GetPet, ListPets};
 pub use quota::Quota;
 pub use rate::{Pacing, RateLimitScope};
+/// The `reqwest` this crate sends requests with (0.13), re-exported so that a
+/// [`PetStoreClientBuilder::http_client`] is built with the same version. It is a public
+/// dependency only through that setter; this crate's own API exposes no other reqwest type.
+pub use reqwest;
 pub use response::Response;
 pub use retry::RetryPolicy;
 

@@ -61,10 +61,10 @@ impl<T> Response<T> {
         self.value
     }
 
-    /// The HTTP status, such as 200 or 201.
+    /// The HTTP status, such as `200 OK` or `201 Created` (it compares equal to its number).
     #[must_use]
-    pub fn status(&self) -> u16 {
-        self.status.as_u16()
+    pub fn status(&self) -> StatusCode {
+        self.status
     }
 
     /// The value of a response header (case-insensitive name), if present once or more and
@@ -74,11 +74,10 @@ impl<T> Response<T> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    /// Every response header as (lowercase name, raw value), in order.
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_bytes()))
+    /// Every response header.
+    #[must_use]
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
     }
 
     /// The rate-limit quota this response reported.

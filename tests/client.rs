@@ -153,6 +153,22 @@ fn without_tls_an_https_base_url_is_a_configuration_error() {
         .unwrap();
 }
 
+#[test]
+fn a_connect_timeout_with_a_supplied_http_client_is_a_configuration_error() {
+    let reason = "connect_timeout has no effect on a supplied http_client: set it on that client";
+    assert_config_error(
+        builder_at(LOOPBACK)
+            .http_client(petstore_client::reqwest::Client::new())
+            .connect_timeout(std::time::Duration::from_secs(3)),
+        reason,
+    );
+    builder_at(LOOPBACK)
+        .http_client(petstore_client::reqwest::Client::new())
+        .build()
+        .unwrap();
+    builder_at(LOOPBACK).connect_timeout(None).build().unwrap();
+}
+
 /// Sets or removes the client's environment variables.
 fn set_env(base_url: Option<&str>, api_key: Option<&str>) {
     for (name, value) in [(BASE_URL_ENV, base_url), (API_KEY_ENV, api_key)] {
