@@ -90,7 +90,10 @@ async fn main() -> Result {
             "   the service sent no Sunset header; the specification removes it on 2030-12-05"
         ),
     }
-    println!("   replacement: client.list_pets().status(PetStatus::Available) and find the id");
+    println!(
+        "   replacement, partial: list each status (3 requests) and look for the id; it finds \
+         only pets among the first 100 of their status"
+    );
 
     match sandbox {
         Some(sandbox) => rate_limits(&sandbox).await?,

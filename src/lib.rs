@@ -144,7 +144,9 @@ pub use response::Response;
 pub use retry::RetryPolicy;
 
 /// Not public API: the crate's decode path and header parsers, exposed for `benches/` and the
-/// fuzz targets in `fuzz/` only. They may change or go away in any release.
+/// fuzz targets in `fuzz/` only, behind the feature `unstable-internals`. They may change or go
+/// away in any release.
+#[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod __private {
     /// Decodes a `listPets` body exactly as a call does.

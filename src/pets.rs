@@ -59,9 +59,12 @@ impl PetStoreClient {
 
     /// Fetches one pet by id (`getPet`, `GET /pets/{petId}`).
     ///
-    /// The specification deprecates this operation and removes it on 2030-12-05; its
-    /// replacement is [`list_pets`](Self::list_pets) with a
-    /// [`status`](ListPets::status) filter.
+    /// The specification deprecates this operation and removes it on 2030-12-05, naming
+    /// [`list_pets`](Self::list_pets) with a [`status`](ListPets::status) filter as its
+    /// replacement. That replacement is partial: a listing returns at most 100 pets, with no
+    /// paging and no id filter, so looking an id up costs a listing per status (three requests)
+    /// and finds only pets among the first 100 of their status. This method keeps working until
+    /// the removal date.
     ///
     /// ```no_run
     /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
@@ -76,7 +79,7 @@ impl PetStoreClient {
     /// ```
     #[deprecated(
         since = "0.1.0",
-        note = "getPet is deprecated by the Pet Store API and removed on 2030-12-05; use `list_pets().status(..)` instead"
+        note = "getPet is deprecated by the Pet Store API and removed on 2030-12-05; `list_pets().status(..)` replaces it only partly (at most 100 pets per status, no id filter): see the README"
     )]
     pub fn get_pet(&self, id: impl Into<PetId>) -> GetPet {
         GetPet {

@@ -928,3 +928,55 @@ async fn the_log_tells_client_instances_apart_by_user_agent() {
         ]
     );
 }
+
+#[tokio::test]
+async fn key_gives_the_key_of_exactly_the_plan_asked_for() {
+    let custom = Plan::Enterprise {
+        per_minute: 7,
+        per_day: 70,
+    };
+    let sandbox = Sandbox::builder()
+        .key("custom-key", custom)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(sandbox.key(Plan::Free), "sandbox-free-key");
+    assert_eq!(sandbox.key(Plan::DEMO_ENTERPRISE), "sandbox-enterprise-key");
+    assert_eq!(sandbox.key(custom), "custom-key");
+    let client = sandbox_client(&sandbox, sandbox.key(custom), RetryPolicy::none())
+        .build()
+        .unwrap();
+    let response = client.list_pets().send_with_meta().await.unwrap();
+    assert_eq!(response.quota().unwrap().limit, 7);
+}
+
+#[tokio::test]
+#[should_panic(expected = "register one with SandboxBuilder::key")]
+async fn key_of_a_plan_no_key_has_panics_with_what_to_do() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let _ = sandbox.key(Plan::Enterprise {
+        per_minute: 7,
+        per_day: 70,
+    });
+}
+
+/// The README's "Testing your code" example, run for real.
+#[tokio::test(start_paused = true)]
+async fn the_readme_testing_example_passes() -> Result<(), Box<dyn std::error::Error>> {
+    let sandbox = Sandbox::start().await?;
+    let client = PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key(sandbox.key(Plan::Free))
+        .attempt_timeout(None)
+        .build()?;
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let start = Instant::now();
+
+    let rex = client.create_pet(NewPet::new("Rex", 1)).send().await?;
+
+    assert_eq!(rex.name, "Rex");
+    assert_eq!(sandbox.stats().total(), 2);
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    Ok(())
+}

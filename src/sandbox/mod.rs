@@ -379,11 +379,22 @@ impl Sandbox {
         &self.base_url
     }
 
-    /// The demo key of a plan (`Plan::Enterprise { .. }` gives the key of
-    /// [`Plan::DEMO_ENTERPRISE`]).
+    /// The key of a plan: the demo key of `Free`, `Pro`, `Business` and
+    /// [`Plan::DEMO_ENTERPRISE`], or the first key registered with
+    /// [`SandboxBuilder::key`] for exactly this plan (an `Enterprise` plan with your numbers).
+    ///
+    /// # Panics
+    ///
+    /// When no key has this plan: register one with [`SandboxBuilder::key`].
     #[must_use]
-    pub fn key(&self, plan: Plan) -> &'static str {
-        plan.demo_key()
+    pub fn key(&self, plan: Plan) -> &str {
+        self.keys
+            .iter()
+            .find(|(_, registered)| *registered == plan)
+            .map(|(key, _)| key.as_str())
+            .unwrap_or_else(|| {
+                panic!("the sandbox has no key with the plan {plan:?}: register one with SandboxBuilder::key")
+            })
     }
 
     /// Every key the sandbox accepts, with its plan.
