@@ -304,3 +304,43 @@ async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait(
     ahead.await.unwrap().unwrap();
     assert_eq!(sandbox.stats().answered(429), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_held_call_logs_its_true_reason_once_per_hold() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .build()
+        .unwrap();
+    let (logs, _guard) = common::capture(tracing::Level::DEBUG);
+
+    let tasks: Vec<_> = (0..30)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .create_pet(NewPet::new(format!("pet {i}"), 1))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+
+    let text = logs.text();
+    let holds: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("holding request"))
+        .collect();
+    // A fresh client waits for its first answer to learn the budget; nothing was spent.
+    assert!(
+        holds[0].contains("waiting for a response to tell the rate-limit budget"),
+        "{}",
+        holds[0]
+    );
+    assert!(!text.contains("budget of the window is spent"), "{text}");
+    // Only the call first in line waits on the state, and it says so once per hold: one
+    // probe wait, then at most one pacing wait for each call after it.
+    assert!(holds.len() <= 30, "{} hold lines for 30 calls", holds.len());
+}
