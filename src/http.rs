@@ -20,37 +20,34 @@ use crate::rate::{HeadReport, Permit};
 use crate::response::Response;
 use crate::retry::{Action, RetryPolicy, classify_failure, classify_status};
 
-/// The specification's operations.
+/// The specification's operations, and requests to endpoints the crate does not wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Operation {
     ListPets,
     CreatePet,
     GetPet,
+    /// [`PetStoreClient::request`]: any method and path under the base URL.
+    Request,
 }
 
 impl Operation {
-    pub(crate) const COUNT: usize = 3;
+    pub(crate) const COUNT: usize = 4;
 
-    /// The operation name the specification uses.
+    /// The operation name the specification uses (`request` for the others).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::ListPets => "listPets",
             Self::CreatePet => "createPet",
             Self::GetPet => "getPet",
-        }
-    }
-
-    fn method(self) -> Method {
-        match self {
-            Self::ListPets | Self::GetPet => Method::GET,
-            Self::CreatePet => Method::POST,
+            Self::Request => "request",
         }
     }
 }
 
-/// One call, as an operation builder describes it.
+/// One call, as a request builder describes it.
 pub(crate) struct Call {
     pub(crate) operation: Operation,
+    pub(crate) method: Method,
     pub(crate) url: Url,
     pub(crate) body: Option<Bytes>,
     pub(crate) retry: Option<RetryPolicy>,
@@ -69,18 +66,34 @@ struct Exchange {
 const ERROR_BODY_CAP: usize = 64 * 1024;
 
 impl PetStoreClient {
+    /// Sends the call and decodes the success body as `T`.
     pub(crate) async fn execute<T: DeserializeOwned>(&self, call: Call) -> Result<Response<T>> {
+        let operation = call.operation;
+        self.execute_with(call, |status, body| decode(operation, status, body))
+            .await
+    }
+
+    /// Sends the call and keeps the success body as it came.
+    pub(crate) async fn execute_bytes(&self, call: Call) -> Result<Response<Vec<u8>>> {
+        self.execute_with(call, |_, body| Ok(body.to_vec())).await
+    }
+
+    async fn execute_with<V>(
+        &self,
+        call: Call,
+        value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
+    ) -> Result<Response<V>> {
         let span = tracing::debug_span!(
             "petstore_client",
             operation = call.operation.name(),
-            method = %call.operation.method(),
+            method = %call.method,
             path = call.url.path(),
         );
         let attempts = AtomicU32::new(0);
         let limit = self.inner.call_timeout;
         let deadline = limit.map(clock::after);
         let run = self.run(&call, &attempts, deadline);
-        match (limit, deadline) {
+        let (exchange, attempt) = match (limit, deadline) {
             (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
                 .await
@@ -92,19 +105,23 @@ impl PetStoreClient {
                     })
                 }),
             _ => run.instrument(span).await,
-        }
+        }?;
+        self.finish(call.operation, exchange, attempt, value)
+            .map_err(|e| e.with_attempts(attempt))
     }
 
-    async fn run<T: DeserializeOwned>(
+    /// Sends the call until it succeeds or the retry policy gives up: the successful exchange
+    /// and how many requests it took.
+    async fn run(
         &self,
         call: &Call,
         attempts: &AtomicU32,
         deadline: Option<Instant>,
-    ) -> Result<Response<T>> {
+    ) -> Result<(Exchange, u32)> {
         let inner = &self.inner;
         let policy = call.retry.as_ref().unwrap_or(&inner.retry);
         let operation = call.operation;
-        let method = operation.method();
+        let method = &call.method;
         let mut delays = policy.schedule();
         // The call waits for the rate limit at most `max_server_wait` in all, and never past
         // its own deadline.
@@ -125,9 +142,7 @@ impl PetStoreClient {
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
                     span.record("status", exchange.status.as_u16());
-                    return self
-                        .finish(operation, exchange, attempt)
-                        .map_err(|e| e.with_attempts(attempt));
+                    return Ok((exchange, attempt));
                 }
                 Ok(exchange) => {
                     span.record("status", exchange.status.as_u16());
@@ -139,11 +154,11 @@ impl PetStoreClient {
                         report.retry_after,
                     );
                     (
-                        classify_status(&method, exchange.status, report.quiet, report.quota),
+                        classify_status(method, exchange.status, report.quiet, report.quota),
                         Error::from(error),
                     )
                 }
-                Err(error) => (classify_failure(&method, &error), error),
+                Err(error) => (classify_failure(method, &error), error),
             };
             let error = error.with_attempts(attempt);
             let Action::Retry { floor } = action else {
@@ -186,7 +201,7 @@ impl PetStoreClient {
         let inner = &self.inner;
         let mut request = inner
             .http
-            .request(call.operation.method(), call.url.clone())
+            .request(call.method.clone(), call.url.clone())
             .header(AUTHORIZATION, inner.authorization.clone())
             .header(USER_AGENT, inner.user_agent.clone())
             .header(ACCEPT, HeaderValue::from_static("application/json"));
@@ -252,12 +267,13 @@ impl PetStoreClient {
         }
     }
 
-    fn finish<T: DeserializeOwned>(
+    fn finish<V>(
         &self,
         operation: Operation,
         exchange: Exchange,
         attempts: u32,
-    ) -> Result<Response<T>> {
+        value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
+    ) -> Result<Response<V>> {
         if exchange.truncated {
             return Err(Error::BodyTooLarge {
                 status: exchange.status.as_u16(),
@@ -265,7 +281,7 @@ impl PetStoreClient {
                 attempts: 1,
             });
         }
-        let value = decode(operation, exchange.status, &exchange.body)?;
+        let value = value(exchange.status, &exchange.body)?;
         let deprecation = Deprecation::from_headers(&exchange.headers);
         if let Some(notice) = &deprecation {
             self.warn_deprecated_once(operation, notice);

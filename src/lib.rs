@@ -123,6 +123,7 @@ mod models;
 mod pets;
 mod quota;
 mod rate;
+mod request;
 mod response;
 mod retry;
 #[cfg(feature = "sandbox")]
@@ -136,6 +137,7 @@ pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus,
 pub use pets::{CreatePet, GetPet, ListPets};
 pub use quota::Quota;
 pub use rate::{Pacing, RateLimitScope};
+pub use request::RawRequest;
 /// The `reqwest` this crate sends requests with (0.13), re-exported so that a
 /// [`PetStoreClientBuilder::http_client`] is built with the same version. It is a public
 /// dependency only through that setter; this crate's own API exposes no other reqwest type.
@@ -208,6 +210,7 @@ const _: () = {
     assert_send_sync::<ListPets>();
     assert_send_sync::<CreatePet>();
     assert_send_sync::<GetPet>();
+    assert_send_sync::<RawRequest>();
     assert_send_sync::<Error>();
     assert_send_sync::<Response<Vec<Pet>>>();
     #[allow(deprecated, dead_code)]
@@ -216,5 +219,15 @@ const _: () = {
         assert_send(&client.list_pets().send_with_meta());
         assert_send(&client.create_pet(NewPet::new("Rex", 1)).send());
         assert_send(&client.get_pet(1).send());
+        assert_send(
+            &client
+                .request(::http::Method::GET, "store/orders")
+                .send::<()>(),
+        );
+        assert_send(
+            &client
+                .request(::http::Method::GET, "store/orders")
+                .send_for_bytes(),
+        );
     }
 };

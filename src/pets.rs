@@ -2,6 +2,8 @@
 
 use crate::client::PetStoreClient;
 use crate::error::{Error, Result};
+use http::Method;
+
 use crate::http::{Call, Operation};
 use crate::models::{NewPet, Pet, PetId, PetStatus};
 use crate::response::Response;
@@ -179,6 +181,7 @@ impl ListPets {
         }
         let call = Call {
             operation: Operation::ListPets,
+            method: Method::GET,
             url,
             body: None,
             retry: self.retry,
@@ -207,6 +210,7 @@ impl CreatePet {
         })?;
         let call = Call {
             operation: Operation::CreatePet,
+            method: Method::POST,
             url: self.client.inner.pets_url.clone(),
             body: Some(body.into()),
             retry: self.retry,
@@ -234,6 +238,7 @@ impl GetPet {
             .push(&self.id.to_string());
         let call = Call {
             operation: Operation::GetPet,
+            method: Method::GET,
             url,
             body: None,
             retry: self.retry,

@@ -1,0 +1,259 @@
+//! [`PetStoreClient::request`]: endpoints the crate does not wrap (store orders, say), sent
+//! through the same path as the typed operations, so that they share the key's rate
+//! discipline.
+
+use bytes::Bytes;
+use http::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use crate::client::PetStoreClient;
+use crate::error::{Error, Result};
+use crate::http::{Call, Operation};
+use crate::response::Response;
+use crate::retry::RetryPolicy;
+
+impl PetStoreClient {
+    /// A request to an endpoint this crate does not wrap, such as the store orders the
+    /// specification mentions without describing. `path` is relative to the base URL
+    /// (`store/orders` goes to `https://…/v1/store/orders`).
+    ///
+    /// It goes through everything the typed operations go through: the API key, the user
+    /// agent, the rate discipline shared by every client of the key (pacing, the cooldown
+    /// after a 429, which then holds the typed operations too, and the reverse), retries,
+    /// timeouts, and the mapping of the specification's error object. Retries follow the
+    /// method: a 429 is retried for any method; 5xx, timeouts and dropped connections only for
+    /// the idempotent ones (`GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`), never for `POST` or
+    /// `PATCH`.
+    ///
+    /// ```no_run
+    /// use petstore_client::reqwest::Method;
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Order {
+    ///     id: i64,
+    ///     status: String,
+    /// }
+    ///
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// let orders: Vec<Order> = client
+    ///     .request(Method::GET, "store/orders")
+    ///     .query(&[("status", "placed")])
+    ///     .send()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn request(&self, method: Method, path: impl Into<String>) -> RawRequest {
+        RawRequest {
+            client: self.clone(),
+            method,
+            path: path.into(),
+            query: None,
+            body: None,
+            retry: None,
+            invalid: None,
+        }
+    }
+}
+
+/// The request builder of [`PetStoreClient::request`].
+///
+/// Setters never fail: a path, query or body that cannot be sent is reported by `send` as
+/// [`Error::InvalidArgument`], before anything goes out.
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until it is sent with `.send().await`"]
+pub struct RawRequest {
+    client: PetStoreClient,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    body: Option<Bytes>,
+    retry: Option<RetryPolicy>,
+    /// The first argument that could not be serialized.
+    invalid: Option<(&'static str, String)>,
+}
+
+impl RawRequest {
+    /// The query string, from anything that serializes as a flat list of pairs: a struct, a
+    /// map, or a slice of `(name, value)` tuples. Percent-encoded here.
+    pub fn query<Q: Serialize + ?Sized>(mut self, query: &Q) -> Self {
+        match serde_urlencoded::to_string(query) {
+            Ok(query) => self.query = Some(query),
+            Err(error) => self.reject("query", error.to_string()),
+        }
+        self
+    }
+
+    /// The body, serialized as JSON and sent with `Content-Type: application/json`.
+    pub fn json<B: Serialize + ?Sized>(mut self, body: &B) -> Self {
+        match serde_json::to_vec(body) {
+            Ok(body) => self.body = Some(Bytes::from(body)),
+            Err(error) => self.reject("body", error.to_string()),
+        }
+        self
+    }
+
+    /// Overrides the client's [`RetryPolicy`] for this call.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Sends the request and decodes the JSON body of the success response as `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] before anything is sent when the path is not a path under
+    /// the base URL (a scheme or host, `//host`, a `.` or `..` segment, a query or fragment),
+    /// or the query or body could not be serialized; [`Error::Decode`], with the JSON path of
+    /// the problem, when the body is not a `T`; otherwise any [`Error`] of the call.
+    pub async fn send<T: DeserializeOwned>(self) -> Result<T> {
+        self.send_with_meta().await.map(Response::into_value)
+    }
+
+    /// Sends the request and returns the decoded value with the response's metadata.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send).
+    pub async fn send_with_meta<T: DeserializeOwned>(self) -> Result<Response<T>> {
+        let (client, call) = self.into_call()?;
+        client.execute(call).await
+    }
+
+    /// Sends the request and returns the success body as it came, undecoded.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send), without the decoding.
+    pub async fn send_for_bytes(self) -> Result<Response<Vec<u8>>> {
+        let (client, call) = self.into_call()?;
+        client.execute_bytes(call).await
+    }
+
+    fn reject(&mut self, name: &'static str, reason: String) {
+        self.invalid.get_or_insert((name, reason));
+    }
+
+    fn into_call(self) -> Result<(PetStoreClient, Call)> {
+        if let Some((name, reason)) = self.invalid {
+            return Err(Error::InvalidArgument {
+                name,
+                value: reason,
+                expected: "a value that serializes (query: a flat list of name and value pairs)",
+            });
+        }
+        let mut url = resolve(&self.client.inner.base_url, &self.path)?;
+        url.set_query(self.query.as_deref().filter(|query| !query.is_empty()));
+        let call = Call {
+            operation: Operation::Request,
+            method: self.method,
+            url,
+            body: self.body,
+            retry: self.retry,
+        };
+        Ok((self.client, call))
+    }
+}
+
+/// `path` under `base` (which ends in `/`), refusing anything that could send the key
+/// elsewhere or outside the API's version: a scheme or host, `//host`, a backslash, `.` or
+/// `..` segments (also percent-encoded), a query or fragment. Percent-encoding is kept.
+fn resolve(base: &Url, path: &str) -> Result<Url> {
+    let invalid = |expected: &'static str| Error::InvalidArgument {
+        name: "path",
+        value: path.to_owned(),
+        expected,
+    };
+    if path.starts_with("//") || path.contains("://") || path.contains('\\') {
+        return Err(invalid(
+            "a path under the base URL, such as `store/orders`: no scheme or host",
+        ));
+    }
+    if path.contains(['?', '#']) {
+        return Err(invalid("a path without query or fragment: use `query()`"));
+    }
+    let relative = path.strip_prefix('/').unwrap_or(path);
+    if relative.is_empty() || relative.chars().any(char::is_control) {
+        return Err(invalid("a path under the base URL, such as `store/orders`"));
+    }
+    let dots = |segment: &str| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    };
+    if relative.split('/').any(dots) {
+        return Err(invalid("a path without `.` or `..` segments"));
+    }
+    let url = base
+        .join(relative)
+        .map_err(|_| invalid("a path under the base URL, such as `store/orders`"))?;
+    if url.origin() != base.origin() || !url.path().starts_with(base.path()) {
+        return Err(invalid("a path under the base URL, such as `store/orders`"));
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("https://petstore.example.com/v1/").unwrap()
+    }
+
+    #[test]
+    fn paths_resolve_under_the_base_url_with_their_encoding_kept() {
+        for (path, expected) in [
+            (
+                "store/orders",
+                "https://petstore.example.com/v1/store/orders",
+            ),
+            (
+                "/store/orders",
+                "https://petstore.example.com/v1/store/orders",
+            ),
+            (
+                "store/orders/",
+                "https://petstore.example.com/v1/store/orders/",
+            ),
+            ("store/a%2Fb", "https://petstore.example.com/v1/store/a%2Fb"),
+            (
+                "store/caf%C3%A9",
+                "https://petstore.example.com/v1/store/caf%C3%A9",
+            ),
+            ("store/...", "https://petstore.example.com/v1/store/..."),
+        ] {
+            assert_eq!(resolve(&base(), path).unwrap().as_str(), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn paths_that_could_leave_the_base_url_are_refused() {
+        for path in [
+            "https://evil.example/steal",
+            "//evil.example/steal",
+            "http:evil",
+            "../v2/pets",
+            "store/../../admin",
+            "store/%2e%2e/x",
+            "store/%2E%2E",
+            "./store",
+            "store/./x",
+            "\\\\evil.example\\x",
+            "store?x=1",
+            "store#top",
+            "",
+            "/",
+            "store/\norders",
+        ] {
+            let error = resolve(&base(), path).unwrap_err();
+            assert!(
+                matches!(error, Error::InvalidArgument { name: "path", .. }),
+                "{path:?}: {error:?}"
+            );
+        }
+    }
+}
