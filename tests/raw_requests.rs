@@ -31,18 +31,8 @@ struct NewOrder<'a> {
 
 const ORDERS: &str = r#"[{"id":1,"status":"placed"},{"id":2,"status":"placed"}]"#;
 
-/// A client of `server` for a paused clock: no per-attempt timeout and no idle-pool timer.
 fn client(server: &MockServer, policy: RetryPolicy) -> PetStoreClient {
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(None)
-        .build()
-        .unwrap();
-    PetStoreClient::builder()
-        .base_url(format!("{}/v1", server.uri()))
-        .api_key(API_KEY)
-        .http_client(http)
-        .attempt_timeout(None)
-        .retry_policy(policy)
+    common::paused_builder(common::base_url(server), API_KEY, policy)
         .build()
         .unwrap()
 }

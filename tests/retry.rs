@@ -18,16 +18,7 @@ const PETS: &str = r#"[{"id":1,"name":"Rex","categoryId":3,"status":"available"}
 const PET: &str = r#"{"id":1,"name":"Rex","categoryId":3}"#;
 
 fn client(server: &MockServer, policy: RetryPolicy) -> PetStoreClient {
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(None)
-        .build()
-        .unwrap();
-    PetStoreClient::builder()
-        .base_url(format!("{}/v1", server.uri()))
-        .api_key(KEY)
-        .http_client(http)
-        .attempt_timeout(None)
-        .retry_policy(policy)
+    common::paused_builder(common::base_url(server), KEY, policy)
         .build()
         .unwrap()
 }

@@ -207,10 +207,11 @@ pub async fn raw_server(response: &'static [u8]) -> String {
     format!("http://127.0.0.1:{port}/v1")
 }
 
-/// A client of a sandbox for tests under a paused clock: no per-attempt timeout and no idle-pool
-/// timer, since a paused clock jumps to the next timer whenever the runtime waits for I/O.
-pub fn sandbox_client(
-    sandbox: &petstore_client::sandbox::Sandbox,
+/// A builder for a client of `base_url` for tests under a paused clock: no per-attempt timeout
+/// and no idle-pool timer, since a paused clock jumps to the next timer whenever the runtime
+/// waits for I/O.
+pub fn paused_builder(
+    base_url: impl AsRef<str>,
     key: &str,
     policy: RetryPolicy,
 ) -> PetStoreClientBuilder {
@@ -219,11 +220,20 @@ pub fn sandbox_client(
         .build()
         .expect("a reqwest client");
     PetStoreClient::builder()
-        .base_url(sandbox.base_url())
+        .base_url(base_url)
         .api_key(key)
         .http_client(http)
         .attempt_timeout(None)
         .retry_policy(policy)
+}
+
+/// A client of a sandbox for tests under a paused clock (see [`paused_builder`]).
+pub fn sandbox_client(
+    sandbox: &petstore_client::sandbox::Sandbox,
+    key: &str,
+    policy: RetryPolicy,
+) -> PetStoreClientBuilder {
+    paused_builder(sandbox.base_url(), key, policy)
 }
 
 /// Collects what a `tracing` fmt subscriber writes.
