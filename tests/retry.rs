@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
-use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy};
+use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -210,6 +210,38 @@ async fn a_wait_beyond_the_ceiling_fails_at_once_and_holds_later_calls() {
     assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
     assert!(held.is_rate_limited());
     assert!(held.retry_after().unwrap() > Duration::from_secs(3590));
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_held_after_a_long_503_is_unavailable_not_rate_limited() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(503).insert_header("Retry-After", "3600"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let client = client(&server, RetryPolicy::default());
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert!(error.is_unavailable() && error.is_server_error() && error.is_retryable());
+    assert!(!error.is_rate_limited());
+
+    // The service asked for an hour of quiet: another call is held back without a request.
+    let held = client.list_pets().send().await.unwrap_err();
+    assert_eq!(held.throttle_cause(), Some(ThrottleCause::Unavailable));
+    assert!(held.is_unavailable() && held.is_retryable(), "{held:?}");
+    assert!(
+        !held.is_rate_limited() && !held.is_server_error(),
+        "{held:?}"
+    );
+    assert_eq!(held.status(), None);
+    assert_eq!(
+        held.to_string(),
+        "the request was not sent: the service is unavailable and asked for quiet for another \
+         3600s, longer than this call may wait"
+    );
     assert_eq!(requests(&server).await, 1);
 }
 
