@@ -501,7 +501,11 @@ mod worker {
     /// A name for an error without spaces: `http429:rate_limited`, `throttled`, `timeout`, ...
     fn kind(error: &Error) -> String {
         if let Some(api) = error.api_error() {
-            return format!("http{}:{}", api.status(), api.code().unwrap_or("-"));
+            return format!(
+                "http{}:{}",
+                api.status().as_u16(),
+                api.code().unwrap_or("-")
+            );
         }
         let kind = match error {
             Error::Throttled { .. } => "throttled",

@@ -214,7 +214,7 @@ impl PetStoreClient {
             let mut response = match request.send().await {
                 Ok(response) => response,
                 Err(error) => {
-                    let error = self.transport_error(error);
+                    let error = self.transport_error(error, &call.url);
                     if error.is_connect() {
                         permit.not_sent();
                     }
@@ -231,14 +231,14 @@ impl PetStoreClient {
                     .is_some_and(|len| len > cap as u64)
                 {
                     return Err(Error::BodyTooLarge {
-                        status: status.as_u16(),
+                        status,
                         limit: cap,
                         attempts: 1,
                     });
                 }
                 read_body(&mut response, cap)
                     .await
-                    .map_err(|e| self.transport_error(e))?
+                    .map_err(|e| self.transport_error(e, &call.url))?
             } else {
                 // An error body only adds detail to what the head said; one that fails is
                 // taken as empty rather than turning a 429 into a connection error.
@@ -276,7 +276,7 @@ impl PetStoreClient {
     ) -> Result<Response<V>> {
         if exchange.truncated {
             return Err(Error::BodyTooLarge {
-                status: exchange.status.as_u16(),
+                status: exchange.status,
                 limit: self.inner.max_response_body,
                 attempts: 1,
             });
@@ -311,7 +311,10 @@ impl PetStoreClient {
         }
     }
 
-    fn transport_error(&self, error: reqwest::Error) -> Error {
+    /// The error for a request to `url` that failed in transport. A connect or connection
+    /// error names the host and port and the root cause of the failure (the operating
+    /// system's or the TLS library's words), not the layers of wrappers above it.
+    fn transport_error(&self, error: reqwest::Error, url: &Url) -> Error {
         if error.is_timeout() {
             let connect = error.is_connect();
             Error::Timeout {
@@ -329,16 +332,38 @@ impl PetStoreClient {
             }
         } else if error.is_connect() {
             Error::Connect {
+                address: address(url),
+                reason: root_cause(&error),
                 attempts: 1,
-                source: Box::new(error),
             }
         } else {
             Error::Connection {
+                address: address(url),
+                reason: root_cause(&error),
                 attempts: 1,
-                source: Box::new(error),
             }
         }
     }
+}
+
+/// `host:port` of a URL, the port made explicit (`petstore.example.com:443`). Never the
+/// user information, nor the path or query.
+fn address(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+/// The message of the innermost error in `error`'s source chain, such as `Connection refused
+/// (os error 111)`.
+fn root_cause(error: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
 }
 
 /// Reads the body up to `cap` bytes; the flag says whether there was more (left unread).
@@ -382,7 +407,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
 ) -> Result<T> {
     let decode_error = |path: String, message: String| Error::Decode {
         operation: operation.name(),
-        status: status.as_u16(),
+        status,
         path,
         message,
         snippet: snippet(body),

@@ -48,14 +48,23 @@
 //!
 //! # Errors
 //!
-//! Every call returns [`Result<T>`](Result). An [`Error::Api`] keeps what the service said;
-//! transport failures, timeouts (and which one fired), decode errors (with the JSON path) and
-//! invalid arguments (caught before anything is sent) are variants of their own:
+//! Every call returns [`Result<T>`](Result). An [`Error::Api`] keeps what the service said
+//! (status as an [`http::StatusCode`](::http::StatusCode), `code`, `message`, quota and `Retry-After`); transport
+//! failures (with the address and the operating system's reason), timeouts (and which one
+//! fired), decode errors (with the JSON path) and invalid arguments (caught before anything is
+//! sent) are variants of their own. Predicates answer the usual questions without a `match`:
+//! [`Error::is_retryable`], [`Error::is_rate_limited`], [`Error::is_server_error`],
+//! [`Error::is_not_found`], [`Error::is_invalid_argument`], ... The enum and its variants are
+//! `#[non_exhaustive]`, so that they can grow without a breaking release: match a variant
+//! with `..`.
 //!
 //! ```no_run
 //! # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+//! use petstore_client::Error;
+//!
 //! match client.list_pets().limit(500).send().await {
-//!     Err(petstore_client::Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
+//!     Err(Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
+//!     Err(e) if e.is_retryable() => println!("try again later: {e}"),
 //!     other => println!("{other:?}"),
 //! }
 //! # Ok(())

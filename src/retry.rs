@@ -6,7 +6,7 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use http::{Method, StatusCode};
 
-use crate::error::{Error, TimeoutKind};
+use crate::error::Error;
 use crate::quota::Quota;
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
@@ -252,27 +252,25 @@ pub(crate) fn classify_status(
     quota: Option<Quota>,
 ) -> Action {
     let floor = quiet.map_or(Duration::ZERO, Quiet::wait);
-    match status.as_u16() {
-        429 if quota.is_some_and(|q| q.limit == 0) => Action::Finish,
-        429 => Action::Retry { floor },
-        500 | 502 | 503 | 504 if is_repeatable(method) => Action::Retry { floor },
+    match status {
+        StatusCode::TOO_MANY_REQUESTS if quota.is_some_and(|q| q.limit == 0) => Action::Finish,
+        StatusCode::TOO_MANY_REQUESTS => Action::Retry { floor },
+        _ if is_transient_status(status) && is_repeatable(method) => Action::Retry { floor },
         _ => Action::Finish,
     }
+}
+
+/// Whether a status says the failure is transient, so that the same request may succeed
+/// later: 429, 500, 502, 503 and 504. Other 5xx (501 Not Implemented, 505 HTTP Version Not
+/// Supported, ...) state a lasting condition.
+pub(crate) fn is_transient_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
 }
 
 /// Classifies a failure with no response: for a `POST`, the service may have created the pet
 /// already, so it is never sent again.
 pub(crate) fn classify_failure(method: &Method, error: &Error) -> Action {
-    let transient = matches!(
-        error,
-        Error::Connect { .. }
-            | Error::Connection { .. }
-            | Error::Timeout {
-                kind: TimeoutKind::Connect | TimeoutKind::Attempt,
-                ..
-            }
-    );
-    if transient && is_repeatable(method) {
+    if error.is_transient_failure() && is_repeatable(method) {
         Action::Retry {
             floor: Duration::ZERO,
         }
@@ -288,6 +286,7 @@ fn is_repeatable(method: &Method) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TimeoutKind;
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
@@ -422,12 +421,14 @@ mod tests {
     fn failures_are_retried_for_get_only() {
         let failures = [
             Error::Connect {
+                address: "127.0.0.1:9".to_owned(),
+                reason: "Connection refused (os error 111)".to_owned(),
                 attempts: 1,
-                source: "refused".into(),
             },
             Error::Connection {
+                address: "127.0.0.1:9".to_owned(),
+                reason: "Connection reset by peer (os error 104)".to_owned(),
                 attempts: 1,
-                source: "reset".into(),
             },
             Error::Timeout {
                 kind: TimeoutKind::Attempt,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::sandbox_client;
+use http::StatusCode;
 use petstore_client::sandbox::{Fault, Plan, Sandbox};
 use petstore_client::{
     Error, NewPet, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause,
@@ -91,7 +92,11 @@ async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
     sandbox.inject(Fault::status(429).retry_after(40).times(1));
     let start = Instant::now();
     let first = client.list_pets().send().await.unwrap_err();
-    assert_eq!(first.status(), Some(429), "{first:?}");
+    assert_eq!(
+        first.status(),
+        Some(StatusCode::TOO_MANY_REQUESTS),
+        "{first:?}"
+    );
     assert_eq!(first.attempts(), 1);
 
     let held = client.list_pets().send().await.unwrap_err();
@@ -130,7 +135,7 @@ async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() 
         .send()
         .await
         .unwrap_err();
-    assert_eq!(first.status(), Some(503));
+    assert_eq!(first.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
     let closed_at = Instant::now();
 
     let tasks: Vec<_> = (0..16)
@@ -175,7 +180,7 @@ async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not
     sandbox.inject(Fault::status(429).retry_after(30).times(1));
     assert_eq!(
         first.list_pets().send().await.unwrap_err().status(),
-        Some(429)
+        Some(StatusCode::TOO_MANY_REQUESTS)
     );
 
     let start = Instant::now();
@@ -191,7 +196,7 @@ async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not
     sandbox.inject(Fault::status(429).retry_after(30).times(1));
     assert_eq!(
         first.list_pets().send().await.unwrap_err().status(),
-        Some(429)
+        Some(StatusCode::TOO_MANY_REQUESTS)
     );
     let start = Instant::now();
     let _ = own.list_pets().send().await;

@@ -24,7 +24,7 @@ const KEY_PART: &str = "FAKE-petstore-key";
 #[track_caller]
 fn assert_config_error(builder: PetStoreClientBuilder, reason: &str) {
     let error = builder.build().expect_err(reason);
-    let Error::Config { reason: actual } = &error else {
+    let Error::Config { reason: actual, .. } = &error else {
         panic!("expected a configuration error, got {error:?}");
     };
     assert_eq!(actual, reason);

@@ -10,6 +10,7 @@ use common::{
     PET_42, PETS, api_error, builder, builder_at, client, expect_once, fixtures, json, mount_list,
     raw_server, refused_base_url, start, with_quota,
 };
+use http::StatusCode;
 use petstore_client::{Error, PetStatus, Quota, TimeoutKind};
 use wiremock::{MockServer, ResponseTemplate};
 
@@ -32,7 +33,7 @@ async fn a_429_keeps_status_code_message_quota_and_retry_after_seconds() {
     let error = list_error(with_quota(template, 60, 0, 1_924_992_000)).await;
 
     let api = api_error(&error);
-    assert_eq!(api.status(), 429);
+    assert_eq!(api.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(api.code(), Some("rate_limited"));
     assert_eq!(api.message(), Some("Rate limit exceeded"));
     assert_eq!(api.attempts(), 1);
@@ -75,7 +76,7 @@ async fn predicates_follow_the_status() {
         let body = format!(r#"{{"code":"c{status}","message":"m","status":{status}}}"#);
         let error = list_error(json(status, &body)).await;
 
-        assert_eq!(error.status(), Some(status));
+        assert_eq!(error.status(), StatusCode::from_u16(status).ok());
         assert_eq!(error.is_bad_request(), status == 400, "{status}");
         assert_eq!(error.is_unauthorized(), status == 401, "{status}");
         assert_eq!(error.is_not_found(), status == 404, "{status}");
@@ -172,7 +173,7 @@ async fn the_snippet_of_a_large_body_is_bounded() {
 }
 
 /// The fields of a decode error: operation, status, path, and the snippet.
-fn decode_parts(error: &Error) -> (&'static str, u16, &str, &str) {
+fn decode_parts(error: &Error) -> (&'static str, StatusCode, &str, &str) {
     match error {
         Error::Decode {
             operation,
@@ -200,7 +201,10 @@ async fn a_success_body_that_does_not_decode_names_the_json_path() {
         assert!(error.is_decode());
         assert_eq!(error.attempts(), 1);
         assert_eq!(error.status(), None, "not an API error");
-        assert_eq!(decode_parts(&error), ("listPets", 200, path, body));
+        assert_eq!(
+            decode_parts(&error),
+            ("listPets", StatusCode::OK, path, body)
+        );
     }
 
     let error = list_error(json(200, fixtures::PETS_CATEGORY_AS_STRING)).await;
@@ -226,7 +230,7 @@ async fn a_pet_without_its_required_name_fails_to_decode() {
     let error = client(&server).get_pet(42).send().await.unwrap_err();
 
     let (operation, status, path, snippet) = decode_parts(&error);
-    assert_eq!((operation, status, path), ("getPet", 200, "."));
+    assert_eq!((operation, status, path), ("getPet", StatusCode::OK, "."));
     assert_eq!(snippet, fixtures::PET_WITHOUT_NAME);
     assert!(
         error.to_string().contains("missing field `name`"),
@@ -249,7 +253,13 @@ async fn unknown_statuses_and_fields_decode() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_connect_error() {
-    let client = builder_at(refused_base_url()).build().unwrap();
+    let base_url = refused_base_url();
+    let address = base_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .unwrap()
+        .to_owned();
+    let client = builder_at(&base_url).build().unwrap();
 
     let error = client.list_pets().send().await.unwrap_err();
 
@@ -260,8 +270,24 @@ async fn a_refused_connection_is_a_connect_error() {
     assert!(error.is_connect());
     assert!(!error.is_timeout());
     assert_eq!(error.status(), None);
-    assert_eq!(error.to_string(), "could not connect to the Pet Store API");
-    assert!(std::error::Error::source(&error).is_some());
+    // The operating system's own words, as a plain connect to the same port gets them.
+    let reason = std::net::TcpStream::connect(&address)
+        .unwrap_err()
+        .to_string();
+    assert!(reason.to_lowercase().contains("refused"), "{reason}");
+    assert_eq!(
+        error.to_string(),
+        format!("could not connect to the Pet Store API at {address}: {reason}")
+    );
+    let Error::Connect {
+        address: actual, ..
+    } = &error
+    else {
+        unreachable!()
+    };
+    assert_eq!(*actual, address);
+    // The root cause is in the message, so not in `source()` as well.
+    assert!(std::error::Error::source(&error).is_none());
 }
 
 const SHORT: Duration = Duration::from_millis(200);
@@ -285,6 +311,7 @@ async fn a_slow_response_hits_the_attempt_timeout() {
                 kind: TimeoutKind::Attempt,
                 after: Some(SHORT),
                 attempts: 1,
+                ..
             }
         ),
         "{error:?}"
@@ -315,6 +342,7 @@ async fn a_slow_response_hits_the_call_timeout() {
                 kind: TimeoutKind::Call,
                 after: Some(SHORT),
                 attempts: 1,
+                ..
             }
         ),
         "{error:?}"
@@ -334,7 +362,7 @@ async fn a_success_body_over_the_limit_is_body_too_large() {
         .unwrap();
     let error = small.list_pets().send().await.unwrap_err();
     assert!(
-        matches!(error, Error::BodyTooLarge { status: 200, limit, attempts: 1 } if limit == exact - 1),
+        matches!(error, Error::BodyTooLarge { status: StatusCode::OK, limit, attempts: 1, .. } if limit == exact - 1),
         "{error:?}"
     );
     assert_eq!(
@@ -379,9 +407,10 @@ async fn a_chunked_success_body_over_the_limit_is_body_too_large() {
         matches!(
             error,
             Error::BodyTooLarge {
-                status: 200,
+                status: StatusCode::OK,
                 limit: 10,
-                attempts: 1
+                attempts: 1,
+                ..
             }
         ),
         "{error:?}"
@@ -395,7 +424,7 @@ async fn a_body_cut_short_is_a_connection_error() {
     )
     .await;
 
-    let error = builder_at(base_url)
+    let error = builder_at(&base_url)
         .build()
         .unwrap()
         .list_pets()
@@ -408,8 +437,16 @@ async fn a_body_cut_short_is_a_connection_error() {
         "{error:?}"
     );
     assert!(!error.is_connect() && !error.is_timeout());
+    let address = base_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .unwrap();
     assert_eq!(
         error.to_string(),
-        "the connection to the Pet Store API failed before the response was complete"
+        format!(
+            "the connection to the Pet Store API at {address} failed before the response was \
+             complete: end of file before message length reached"
+        )
     );
+    assert!(std::error::Error::source(&error).is_none());
 }

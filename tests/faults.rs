@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use http::StatusCode;
 use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, TimeoutKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -160,6 +161,11 @@ async fn connection_refused_is_a_connect_error() {
     let error = list(&client).await.unwrap_err();
     assert!(error.is_connect(), "{error:?}");
     assert_eq!(error.attempts(), 4);
+    let reason = std::net::TcpStream::connect(addr).unwrap_err().to_string();
+    assert_eq!(
+        error.to_string(),
+        format!("could not connect to the Pet Store API at {addr}: {reason} (after 4 attempts)")
+    );
 
     let error = create(&client).await.unwrap_err();
     assert!(
@@ -261,9 +267,10 @@ async fn a_huge_content_length_is_refused_without_reading() {
         matches!(
             error,
             Error::BodyTooLarge {
-                status: 200,
+                status: StatusCode::OK,
                 limit: 1_048_576,
-                attempts: 1
+                attempts: 1,
+                ..
             }
         ),
         "{error:?}"
@@ -279,7 +286,13 @@ async fn an_endless_body_is_not_buffered_past_the_cap() {
     let error = list(&client).await.unwrap_err();
 
     assert!(
-        matches!(error, Error::BodyTooLarge { status: 200, .. }),
+        matches!(
+            error,
+            Error::BodyTooLarge {
+                status: StatusCode::OK,
+                ..
+            }
+        ),
         "{error:?}"
     );
     // The client stopped reading at the cap: what the server managed to write is the cap plus
@@ -496,7 +509,7 @@ async fn redirects_are_not_followed_and_never_carry_the_key_to_another_host() {
         .build()
         .unwrap();
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(302));
+    assert_eq!(error.status(), Some(StatusCode::FOUND));
     assert!(elsewhere.received_requests().await.unwrap().is_empty());
 
     // A user-supplied client that follows redirects reaches the other host without the key.

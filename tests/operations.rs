@@ -65,6 +65,7 @@ async fn list_pets_rejects_a_limit_outside_1_to_100_before_sending() {
             name,
             value,
             expected,
+            ..
         } = &error
         else {
             panic!("expected InvalidArgument, got {error:?}");

@@ -8,7 +8,8 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy};
+use http::StatusCode;
+use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -86,7 +87,7 @@ async fn delays_follow_the_exponential_schedule_and_stop_after_max_retries() {
         .unwrap_err();
 
     assert_eq!(start.elapsed(), Duration::from_millis(500 + 1000 + 2000));
-    assert_eq!(error.status(), Some(503));
+    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
     assert_eq!(error.attempts(), 4);
     assert_eq!(
         error.to_string(),
@@ -204,6 +205,38 @@ async fn a_wait_beyond_the_ceiling_fails_at_once_and_holds_later_calls() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_held_after_a_long_503_is_unavailable_not_rate_limited() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(status(503).insert_header("Retry-After", "3600"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let client = client(&server, RetryPolicy::default());
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert!(error.is_unavailable() && error.is_server_error() && error.is_retryable());
+    assert!(!error.is_rate_limited());
+
+    // The service asked for an hour of quiet: another call is held back without a request.
+    let held = client.list_pets().send().await.unwrap_err();
+    assert_eq!(held.throttle_cause(), Some(ThrottleCause::Unavailable));
+    assert!(held.is_unavailable() && held.is_retryable(), "{held:?}");
+    assert!(
+        !held.is_rate_limited() && !held.is_server_error(),
+        "{held:?}"
+    );
+    assert_eq!(held.status(), None);
+    assert_eq!(
+        held.to_string(),
+        "the request was not sent: the service is unavailable and asked for quiet for another \
+         3600s, longer than this call may wait"
+    );
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn post_is_retried_after_429() {
     let server = MockServer::start().await;
     sequence(
@@ -241,7 +274,7 @@ async fn post_is_not_retried_after_5xx() {
             .await
             .unwrap_err();
 
-        assert_eq!(error.status(), Some(code));
+        assert_eq!(error.status(), StatusCode::from_u16(code).ok());
         assert_eq!(error.attempts(), 1);
     }
 }
@@ -313,7 +346,7 @@ async fn client_errors_are_never_retried() {
             .await
             .unwrap_err();
 
-        assert_eq!(error.status(), Some(code));
+        assert_eq!(error.status(), StatusCode::from_u16(code).ok());
     }
 }
 
@@ -324,7 +357,7 @@ async fn a_request_policy_overrides_the_client_policy() {
     let client = client(&server, RetryPolicy::none());
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(503));
+    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
 
     let pets = client
         .list_pets()

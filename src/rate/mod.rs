@@ -268,8 +268,14 @@ impl RateLimiter {
             Decision::ForResponse(hold) => (Duration::ZERO, Some(hold)),
             Decision::Go { .. } => (Duration::ZERO, None),
         };
-        let cause = match (hold, state.gate.cause()) {
-            (Some(Hold::Cooldown), Some(Quiet::Unavailable(_))) => ThrottleCause::Unavailable,
+        // Held by a 503's quiet: while the gate is closed, or while the one probe after it is
+        // out. Every other hold is the rate limit's.
+        let after_unavailable = matches!(state.gate.cause(), Some(Quiet::Unavailable(_)));
+        let cause = match hold {
+            Some(Hold::Cooldown) if after_unavailable => ThrottleCause::Unavailable,
+            Some(Hold::Probe) if after_unavailable && state.gate.half_open() => {
+                ThrottleCause::Unavailable
+            }
             _ => ThrottleCause::RateLimited,
         };
         Error::Throttled {

@@ -419,7 +419,7 @@ fn kind(error: &Error) -> String {
     match error {
         Error::Throttled { .. } => "throttled".to_owned(),
         other => match other.status() {
-            Some(status) => format!("http {status}"),
+            Some(status) => format!("http {}", status.as_u16()),
             None => format!("{other}"),
         },
     }

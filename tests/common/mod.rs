@@ -4,6 +4,7 @@
 
 use std::net::TcpListener;
 
+use http::StatusCode;
 use petstore_client::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy};
 use wiremock::matchers::{any, header, method, path};
 use wiremock::{Match, Mock, MockBuilder, MockServer, Request, ResponseTemplate};
@@ -175,6 +176,7 @@ pub fn refused_base_url() -> String {
 /// Asserts that `error` is the API error with this status and error object.
 #[track_caller]
 pub fn assert_api_error(error: &Error, status: u16, code: &str, message: &str) {
+    let status = StatusCode::from_u16(status).expect("a valid status");
     let api = api_error(error);
     assert_eq!(api.status(), status, "{error:?}");
     assert_eq!(error.status(), Some(status));
