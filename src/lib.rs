@@ -139,6 +139,9 @@ mod retry;
 #[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
 pub mod sandbox;
 
+/// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
+/// (`http::StatusCode`, which reqwest uses too).
+pub use ::http::StatusCode;
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use deprecation::Deprecation;
 pub use error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
