@@ -215,7 +215,7 @@ impl PetStoreClient {
                 Ok(response) => response,
                 Err(error) => {
                     let error = self.transport_error(error, &call.url);
-                    if error.is_connect() {
+                    if error.is_connect() || matches!(error, Error::Config { .. }) {
                         permit.not_sent();
                     }
                     return Err(error);
@@ -315,6 +315,14 @@ impl PetStoreClient {
     /// error names the host and port and the root cause of the failure (the operating
     /// system's or the TLS library's words), not the layers of wrappers above it.
     fn transport_error(&self, error: reqwest::Error, url: &Url) -> Error {
+        if error.is_builder() {
+            // Nothing was sent, and sending it again cannot help.
+            return Error::config(format!(
+                "the request to {} cannot be built: {}",
+                address(url),
+                root_cause(&error)
+            ));
+        }
         if error.is_timeout() {
             let connect = error.is_connect();
             Error::Timeout {
@@ -429,5 +437,32 @@ fn locate<T: DeserializeOwned>(text: &str, error: &serde_json::Error) -> (String
         Err(located) => (located.path().to_string(), located.into_inner().to_string()),
         // Trailing data is only caught by the first pass.
         Ok(_) => (".".to_owned(), error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry::Action;
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_a_configuration_error_and_not_retried() {
+        let client = PetStoreClient::builder()
+            .base_url("http://127.0.0.1:9/v1")
+            .api_key("FAKE-key")
+            .build()
+            .unwrap();
+        let unbuildable = reqwest::Client::new()
+            .get("http://[::1")
+            .build()
+            .unwrap_err();
+        assert!(unbuildable.is_builder());
+        let url = Url::parse("http://127.0.0.1:9/v1/pets").unwrap();
+
+        let error = client.transport_error(unbuildable, &url);
+
+        assert!(matches!(error, Error::Config { .. }), "{error:?}");
+        assert!(error.to_string().contains("127.0.0.1:9"), "{error}");
+        assert_eq!(classify_failure(&Method::GET, &error), Action::Finish);
     }
 }
