@@ -3,25 +3,24 @@
 //!
 //! One idea per file: [`server_time`] reads the service's clock from `Date`; [`budget`] keeps
 //! the budgets of the windows the headers report; [`gate`] is the cooldown after a response
-//! that asks for quiet; [`pacer`] decides whether a request may go; [`registry`] gives every
-//! client of one key in a process the same state. The request path sees only [`RateLimiter`]
+//! that asks for quiet; [`pacer`] decides whether a request may go; [`line`] keeps held
+//! requests first in first out; [`registry`] gives every client of one key in a process the
+//! same state. The request path sees only [`RateLimiter`]
 //! and its [`Permit`].
 
 mod budget;
 mod gate;
+mod line;
 mod pacer;
 mod registry;
 mod server_time;
 
-use std::collections::BTreeMap;
-use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Poll;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use url::Url;
 
@@ -31,6 +30,7 @@ use crate::quota::{self, Quota};
 use crate::retry::{self, Quiet, RetryPolicy};
 use budget::Budgets;
 use gate::Gate;
+use line::Line;
 use pacer::{Decision, Hold, View};
 pub(crate) use server_time::ServerTime;
 
@@ -93,11 +93,8 @@ pub enum RateLimitScope {
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Held requests queue here, first in first out; only the first waits on the state.
-    queue: tokio::sync::Mutex<()>,
-    /// Until when the first in line is held, published when that is past the time some
-    /// request behind it may wait: those fail at once instead of waiting in vain.
-    blocked: watch::Sender<(Instant, Hold)>,
+    /// Held requests wait in line here.
+    line: Line,
     /// Wakes the first held request when a response changes what is known.
     changed: Notify,
     clock: Clock,
@@ -112,8 +109,6 @@ struct State {
     last_admit: Option<Instant>,
     /// The lowest `remaining` of the newest period any response reported.
     latest: Option<Quota>,
-    /// How many requests in line give up at each instant.
-    queued: BTreeMap<Instant, usize>,
     warned_not_sole: bool,
 }
 
@@ -121,8 +116,7 @@ impl Shared {
     fn new() -> Self {
         Self {
             state: Mutex::default(),
-            queue: tokio::sync::Mutex::new(()),
-            blocked: watch::Sender::new((Instant::now(), Hold::Pace)),
+            line: Line::new(),
             changed: Notify::new(),
             clock: Clock::new(),
         }
@@ -174,30 +168,12 @@ impl RateLimiter {
         give_up_at: Instant,
     ) -> Result<Permit<'_>, Error> {
         let shared = &*self.shared;
-        let in_line = InLine::new(shared, give_up_at);
-        let mut blocked = shared.blocked.subscribe();
-        // Whichever comes first: the turn, or news that the request ahead is held past
-        // `give_up_at`.
-        let mut turn = pin!(shared.queue.lock());
-        let mut ahead = pin!(blocked.wait_for(|(until, _)| *until > give_up_at));
-        let first = std::future::poll_fn(|cx| {
-            if let Poll::Ready(turn) = turn.as_mut().poll(cx) {
-                return Poll::Ready(Ok(turn));
-            }
-            match ahead.as_mut().poll(cx) {
-                Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
-                _ => Poll::Pending,
-            }
-        })
-        .await;
-        let _turn = match first {
+        let turn = match shared.line.join(give_up_at).await {
             Ok(turn) => turn,
             Err((until, hold)) => {
                 return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
             }
         };
-        drop(in_line);
-        let _front = Front(shared);
         let mut logged = None;
         loop {
             let mut changed = pin!(shared.changed.notified());
@@ -232,18 +208,7 @@ impl RateLimiter {
                 return Err(self.throttled(now, decision));
             }
             if let Some(until) = until {
-                // Requests that join the line later read it; those already in line are woken
-                // only if one of them gives up before then.
-                let state = shared.lock();
-                let wake = state
-                    .queued
-                    .keys()
-                    .next()
-                    .is_some_and(|first| *first < until);
-                shared.blocked.send_if_modified(|ahead| {
-                    *ahead = (until, hold);
-                    wake
-                });
+                turn.held(until, hold);
             }
             if logged != Some(hold) {
                 logged = Some(hold);
@@ -312,43 +277,6 @@ impl State {
             }
             _ => Some(quota),
         };
-    }
-}
-
-/// The first in line: when it leaves (admitted, failed or cancelled), nothing holds the line.
-struct Front<'a>(&'a Shared);
-
-impl Drop for Front<'_> {
-    fn drop(&mut self) {
-        self.0.blocked.send_if_modified(|ahead| {
-            ahead.0 = Instant::now();
-            false
-        });
-    }
-}
-
-/// A request waiting in line, registered with the instant it gives up.
-struct InLine<'a> {
-    shared: &'a Shared,
-    give_up_at: Instant,
-}
-
-impl<'a> InLine<'a> {
-    fn new(shared: &'a Shared, give_up_at: Instant) -> Self {
-        *shared.lock().queued.entry(give_up_at).or_default() += 1;
-        Self { shared, give_up_at }
-    }
-}
-
-impl Drop for InLine<'_> {
-    fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        if let Some(count) = state.queued.get_mut(&self.give_up_at) {
-            *count -= 1;
-            if *count == 0 {
-                state.queued.remove(&self.give_up_at);
-            }
-        }
     }
 }
 

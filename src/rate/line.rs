@@ -1,0 +1,115 @@
+//! The line of held requests: first in first out, and only the first in line waits on the
+//! rate-limit state, so a response wakes one waiter, not all. A request behind one that is held
+//! past the time it may wait fails at once instead of waiting in vain.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Mutex;
+use std::task::Poll;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::lock;
+use super::pacer::Hold;
+
+#[derive(Debug)]
+pub(super) struct Line {
+    turn: tokio::sync::Mutex<()>,
+    /// Until when the first in line is held, and why.
+    ahead: watch::Sender<(Instant, Hold)>,
+    /// How many requests in line give up at each instant.
+    waiting: Mutex<BTreeMap<Instant, usize>>,
+}
+
+/// The first place in line; leaving it (admitted, failed or cancelled) lets the next go.
+pub(super) struct Turn<'a> {
+    line: &'a Line,
+    _first: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl Line {
+    pub(super) fn new() -> Self {
+        Self {
+            turn: tokio::sync::Mutex::new(()),
+            ahead: watch::Sender::new((Instant::now(), Hold::Pace)),
+            waiting: Mutex::default(),
+        }
+    }
+
+    /// Waits for the first place in line. Fails with the hold of the request ahead when that
+    /// lasts past `give_up_at`.
+    ///
+    /// Arms no timer: under a paused clock (`start_paused`) a timer would fire while the
+    /// request ahead waits for a response on the wire.
+    pub(super) async fn join(&self, give_up_at: Instant) -> Result<Turn<'_>, (Instant, Hold)> {
+        let _waiting = Waiting::new(self, give_up_at);
+        let mut ahead = self.ahead.subscribe();
+        let mut turn = pin!(self.turn.lock());
+        let mut held_too_long = pin!(ahead.wait_for(|(until, _)| *until > give_up_at));
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(first) = turn.as_mut().poll(cx) {
+                return Poll::Ready(Ok(Turn {
+                    line: self,
+                    _first: first,
+                }));
+            }
+            match held_too_long.as_mut().poll(cx) {
+                Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
+                _ => Poll::Pending,
+            }
+        })
+        .await
+    }
+}
+
+impl Turn<'_> {
+    /// The first in line is held until `until`: requests that join later read it, and those
+    /// already in line are woken only if one of them gives up before then.
+    pub(super) fn held(&self, until: Instant, hold: Hold) {
+        let line = self.line;
+        let wake = lock(&line.waiting)
+            .keys()
+            .next()
+            .is_some_and(|first| *first < until);
+        line.ahead.send_if_modified(|ahead| {
+            *ahead = (until, hold);
+            wake
+        });
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.line.ahead.send_if_modified(|ahead| {
+            ahead.0 = Instant::now();
+            false
+        });
+    }
+}
+
+/// A request in line, registered with the instant it gives up.
+struct Waiting<'a> {
+    line: &'a Line,
+    give_up_at: Instant,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(line: &'a Line, give_up_at: Instant) -> Self {
+        *lock(&line.waiting).entry(give_up_at).or_default() += 1;
+        Self { line, give_up_at }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = lock(&self.line.waiting);
+        if let Some(count) = waiting.get_mut(&self.give_up_at) {
+            *count -= 1;
+            if *count == 0 {
+                waiting.remove(&self.give_up_at);
+            }
+        }
+    }
+}
