@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use petstore_client::sandbox::{Plan, Sandbox};
-use petstore_client::{
-    NewPet, Pacing, Pet, PetStatus, PetStoreClient, Quota, RateLimitScope, RetryPolicy,
-};
+use petstore_client::{NewPet, Pacing, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
 
 type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -107,60 +105,77 @@ async fn main() -> Result {
 /// A small plan with two-second windows, so the limits show within seconds.
 async fn rate_limits(sandbox: &Sandbox) -> Result {
     const LIMIT: u32 = 5;
-    println!("\n4. Rate limits, on a sandbox key limited to {LIMIT} requests per 2-second window");
+    println!("\n4. Rate limits, on sandbox keys limited to {LIMIT} requests per 2-second window");
+    let plan = Plan::Enterprise {
+        per_minute: LIMIT,
+        per_day: 10_000,
+    };
     let small = Sandbox::builder()
-        .key(
-            "small-plan",
-            Plan::Enterprise {
-                per_minute: LIMIT,
-                per_day: 10_000,
-            },
-        )
+        .key("shared-demo", plan)
+        .key("sole-demo", plan)
+        .key("off-demo", plan)
         .minute_window(Duration::from_secs(2))
         .start()
         .await?;
-    let client = PetStoreClient::builder()
-        .base_url(small.base_url())
-        .api_key("small-plan")
-        .build()?;
-    for _ in 0..LIMIT {
-        client.list_pets().limit(1).send().await?;
-    }
-    println!("   {LIMIT} requests sent: {}", quota(&client));
+    let client_for = |key: &str, pacing: Pacing| {
+        PetStoreClient::builder()
+            .base_url(small.base_url())
+            .api_key(key)
+            .pacing(pacing)
+            .retry_policy(RetryPolicy::default().with_jitter(false))
+            .build()
+    };
+    let limited = |key: &str| {
+        small
+            .request_log()
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(key) && r.status == Some(429))
+            .count()
+    };
+
+    // The default: the budget spread over the window, safe when other processes share the key.
+    let shared = client_for("shared-demo", Pacing::Shared)?;
     let start = Instant::now();
-    client.list_pets().limit(1).send().await?;
+    for _ in 0..=LIMIT {
+        shared.list_pets().limit(1).send().await?;
+    }
     println!(
-        "   request {}: the client held it {:.1} s until the window reset, then sent it: no 429",
+        "   Pacing::Shared (default): {} calls took {:.1} s, spread over the windows; {} × 429",
         LIMIT + 1,
-        start.elapsed().as_secs_f64()
+        start.elapsed().as_secs_f64(),
+        limited("shared-demo")
     );
 
-    let unpaced = PetStoreClient::builder()
-        .base_url(small.base_url())
-        .api_key("small-plan")
-        // Its own rate-limit state: clients of one key in a process otherwise share one.
-        .rate_limit_scope(RateLimitScope::Client)
-        .pacing(Pacing::Off)
-        .retry_policy(RetryPolicy::default().with_jitter(false))
-        .build()?;
+    // A process that is the key's only user may spend the budget at once.
+    let sole = client_for("sole-demo", Pacing::Sole)?;
+    let start = Instant::now();
+    for _ in 0..LIMIT {
+        sole.list_pets().limit(1).send().await?;
+    }
+    let burst = start.elapsed();
+    let after_burst = quota(&sole);
+    sole.list_pets().limit(1).send().await?;
+    println!(
+        "   Pacing::Sole: {LIMIT} calls in {:.1} s ({}), then call {} held until the window reset, {:.1} s in all; {} × 429",
+        burst.as_secs_f64(),
+        after_burst,
+        LIMIT + 1,
+        start.elapsed().as_secs_f64(),
+        limited("sole-demo")
+    );
+
+    // Without pacing only the service's 429s hold the client back.
+    let off = client_for("off-demo", Pacing::Off)?;
     let start = Instant::now();
     let mut attempts = 0;
-    for _ in 0..LIMIT {
-        attempts = unpaced
-            .list_pets()
-            .limit(1)
-            .send_with_meta()
-            .await?
-            .attempts();
+    for _ in 0..=LIMIT {
+        attempts = off.list_pets().limit(1).send_with_meta().await?.attempts();
     }
-    let limited = small
-        .request_log()
-        .iter()
-        .filter(|r| r.status == Some(429))
-        .count();
     println!(
-        "   with pacing off, {LIMIT} more requests: the service answered 429 {limited} time(s); the client waited out Retry-After and retried (last call: {attempts} attempts, {:.1} s)",
-        start.elapsed().as_secs_f64()
+        "   Pacing::Off: {} calls in {:.1} s; the service answered 429 {} time(s), the client waited out Retry-After (last call: {attempts} attempts)",
+        LIMIT + 1,
+        start.elapsed().as_secs_f64(),
+        limited("off-demo")
     );
     println!(
         "   bans: {} (the service bans keys that keep calling after a 429)",
