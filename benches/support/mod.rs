@@ -5,8 +5,11 @@
 #![allow(dead_code)] // each bench uses part of this module
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use petstore_client::{NewPet, Pet, PetStoreClient};
+use petstore_client::{NewPet, Pet, PetId, PetStoreClient};
+use serde::de::DeserializeOwned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -28,36 +31,71 @@ pub fn pets_json(n: usize) -> String {
     format!("[{}]", pets.join(","))
 }
 
-fn response(status: &str, body: &str) -> Vec<u8> {
+fn response(status: &str, body: &str, limit: u64) -> Vec<u8> {
     format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-         x-ratelimit-limit: 1000000000\r\nx-ratelimit-remaining: 999999999\r\n\
+         x-ratelimit-limit: {limit}\r\nx-ratelimit-remaining: {}\r\n\
          x-ratelimit-reset: 4102444800\r\ndate: Sun, 22 Nov 2026 12:00:00 GMT\r\n\r\n{body}",
-        body.len()
+        body.len(),
+        limit - 1
     )
     .into_bytes()
 }
 
-/// Starts the server on the current runtime; GET answers a 100-pet list, POST a created pet.
+/// The fixed replies, one per kind of request.
+#[derive(Clone)]
+struct Replies {
+    list: Arc<[u8]>,
+    pet: Arc<[u8]>,
+    created: Arc<[u8]>,
+}
+
+impl Replies {
+    fn new(limit: u64) -> Self {
+        let rex = r#"{"id":101,"name":"Rex","categoryId":3,"status":"available"}"#;
+        Self {
+            list: response("200 OK", &pets_json(100), limit).into(),
+            pet: response("200 OK", rex, limit).into(),
+            created: response("201 Created", rex, limit).into(),
+        }
+    }
+
+    fn to(&self, request: Request) -> &[u8] {
+        match request {
+            Request::List => &self.list,
+            Request::Get => &self.pet,
+            Request::Create => &self.created,
+        }
+    }
+}
+
+/// Starts the server on the current runtime; `GET /v1/pets` answers a 100-pet list,
+/// `GET /v1/pets/{id}` a pet, `POST` a created pet. The rate-limit headers
+/// report a limit of 1,000,000,000 a window.
 pub async fn start_server() -> SocketAddr {
+    start_server_with_limit(1_000_000_000).await.0
+}
+
+/// [`start_server`] reporting `limit` as `X-RateLimit-Limit` (and `limit - 1` remaining);
+/// also returns the count of connections it has accepted.
+pub async fn start_server_with_limit(limit: u64) -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let list = response("200 OK", &pets_json(100));
-    let created = response(
-        "201 Created",
-        r#"{"id":101,"name":"Rex","categoryId":3,"status":"available"}"#,
-    );
+    let replies = Replies::new(limit);
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     tokio::spawn(async move {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else {
                 return;
             };
+            counter.fetch_add(1, Ordering::Relaxed);
             socket.set_nodelay(true).unwrap();
-            let (list, created) = (list.clone(), created.clone());
+            let replies = replies.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::with_capacity(4096);
                 loop {
-                    let Some((head_end, body_len, is_post)) =
+                    let Some((head_end, body_len, request)) =
                         read_head(&mut socket, &mut buf).await
                     else {
                         return;
@@ -68,7 +106,7 @@ pub async fn start_server() -> SocketAddr {
                         }
                     }
                     buf.drain(..head_end + body_len);
-                    let reply = if is_post { &created } else { &list };
+                    let reply = replies.to(request);
                     if socket.write_all(reply).await.is_err() {
                         return;
                     }
@@ -76,14 +114,38 @@ pub async fn start_server() -> SocketAddr {
             });
         }
     });
-    addr
+    (addr, accepted)
 }
 
-/// Reads one request head: (end of head, content length, whether it is a POST).
+/// What a request asks for.
+#[derive(Clone, Copy)]
+enum Request {
+    List,
+    Get,
+    Create,
+}
+
+impl Request {
+    /// From the request line, as `GET /v1/pets?limit=100 HTTP/1.1`.
+    fn from_line(line: &str) -> Self {
+        let mut parts = line.split(' ');
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        if method == "POST" {
+            Self::Create
+        } else if path.ends_with("/pets") {
+            Self::List
+        } else {
+            Self::Get
+        }
+    }
+}
+
+/// Reads one request head: (end of head, content length, what it asks for).
 async fn read_head(
     socket: &mut tokio::net::TcpStream,
     buf: &mut Vec<u8>,
-) -> Option<(usize, usize, bool)> {
+) -> Option<(usize, usize, Request)> {
     loop {
         if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = std::str::from_utf8(&buf[..pos]).ok()?;
@@ -95,7 +157,8 @@ async fn read_head(
                         .then(|| value.trim().parse().ok())?
                 })
                 .unwrap_or(0);
-            return Some((pos + 4, body_len, head.starts_with("POST")));
+            let line = head.lines().next().unwrap_or("");
+            return Some((pos + 4, body_len, Request::from_line(line)));
         }
         if socket.read_buf(buf).await.ok()? == 0 {
             return None;
@@ -144,9 +207,18 @@ impl Raw {
     }
 
     pub async fn list_pets(&self) -> Vec<Pet> {
+        self.get(&self.list_url).await
+    }
+
+    /// `getPet`: the URL is built per call, as the crate does.
+    pub async fn get_pet(&self, id: PetId) -> Pet {
+        self.get(format!("{}/{id}", self.pets_url)).await
+    }
+
+    async fn get<T: DeserializeOwned>(&self, url: impl reqwest::IntoUrl) -> T {
         let response = self
             .http
-            .get(&self.list_url)
+            .get(url)
             .timeout(ATTEMPT_TIMEOUT)
             .header("authorization", &self.authorization)
             .header("accept", "application/json")
