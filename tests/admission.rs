@@ -16,6 +16,16 @@ use petstore_client::{
 };
 use tokio::time::Instant;
 
+/// A sandbox whose clock starts as a window opens, so that spending a window's budget never
+/// straddles a reset, whatever the wall clock reads when the test runs.
+async fn at_a_window_start() -> Sandbox {
+    Sandbox::builder()
+        .clock_start(std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        .start()
+        .await
+        .unwrap()
+}
+
 async fn spend_the_window(client: &PetStoreClient, requests: usize) {
     for _ in 0..requests {
         client.list_pets().limit(1).send().await.unwrap();
@@ -24,7 +34,7 @@ async fn spend_the_window(client: &PetStoreClient, requests: usize) {
 
 #[tokio::test(start_paused = true)]
 async fn held_calls_are_admitted_first_in_first_out() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = at_a_window_start().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()
@@ -280,7 +290,7 @@ async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = at_a_window_start().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()

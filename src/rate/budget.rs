@@ -136,6 +136,16 @@ impl Budgets {
         }
     }
 
+    /// Where a period already reported was placed on the local clock: the service's clock is
+    /// read once per period, not on every response.
+    pub(crate) fn placed(&self, quota: &Quota) -> Option<Instant> {
+        let reset = quota.reset.timestamp();
+        self.windows
+            .iter()
+            .find(|w| w.limit == quota.limit && w.reset == reset)
+            .map(|w| w.reset_at)
+    }
+
     /// A response arrived without rate-limit headers.
     pub(crate) fn report_none(&mut self) {
         if self.windows.is_empty() {

@@ -2,6 +2,7 @@
 //! rate-limit state, so a response wakes one waiter, not all. A request behind one that is held
 //! past the time it may wait fails at once instead of waiting in vain.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
@@ -27,6 +28,8 @@ pub(super) struct Line {
 pub(super) struct Turn<'a> {
     line: &'a Line,
     _first: tokio::sync::MutexGuard<'a, ()>,
+    /// Whether this turn told the line about a hold, which leaving it must take back.
+    published: Cell<bool>,
 }
 
 impl Line {
@@ -44,16 +47,17 @@ impl Line {
     /// Arms no timer: under a paused clock (`start_paused`) a timer would fire while the
     /// request ahead waits for a response on the wire.
     pub(super) async fn join(&self, give_up_at: Instant) -> Result<Turn<'_>, (Instant, Hold)> {
+        // Nobody in line: the common case costs no registration.
+        if let Ok(first) = self.turn.try_lock() {
+            return Ok(self.turn_with(first));
+        }
         let _waiting = Waiting::new(self, give_up_at);
         let mut ahead = self.ahead.subscribe();
         let mut turn = pin!(self.turn.lock());
         let mut held_too_long = pin!(ahead.wait_for(|(until, _)| *until > give_up_at));
         std::future::poll_fn(|cx| {
             if let Poll::Ready(first) = turn.as_mut().poll(cx) {
-                return Poll::Ready(Ok(Turn {
-                    line: self,
-                    _first: first,
-                }));
+                return Poll::Ready(Ok(self.turn_with(first)));
             }
             match held_too_long.as_mut().poll(cx) {
                 Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
@@ -61,6 +65,16 @@ impl Line {
             }
         })
         .await
+    }
+}
+
+impl Line {
+    fn turn_with<'a>(&'a self, first: tokio::sync::MutexGuard<'a, ()>) -> Turn<'a> {
+        Turn {
+            line: self,
+            _first: first,
+            published: Cell::new(false),
+        }
     }
 }
 
@@ -77,11 +91,15 @@ impl Turn<'_> {
             *ahead = (until, hold);
             wake
         });
+        self.published.set(true);
     }
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
+        if !self.published.get() {
+            return;
+        }
         self.line.ahead.send_if_modified(|ahead| {
             ahead.0 = Instant::now();
             false

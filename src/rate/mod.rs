@@ -15,10 +15,12 @@ mod pacer;
 mod registry;
 mod server_time;
 
+use std::cell::OnceCell;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -109,6 +111,8 @@ struct State {
     last_admit: Option<Instant>,
     /// The lowest `remaining` of the newest period any response reported.
     latest: Option<Quota>,
+    /// The first in line is waiting for a change (its last decision was a hold).
+    front_waiting: bool,
     warned_not_sole: bool,
 }
 
@@ -124,6 +128,13 @@ impl Shared {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Tells the first in line that what is known changed, if it is waiting.
+    fn wake(&self, front_waiting: bool) {
+        if front_waiting {
+            self.changed.notify_waiters();
+        }
     }
 }
 
@@ -182,6 +193,8 @@ impl RateLimiter {
             let decision = {
                 let mut state = shared.lock();
                 let decision = state.decide(self.pacing, now);
+                // Responses wake the first in line only while it waits.
+                state.front_waiting = !matches!(decision, Decision::Go { .. });
                 if let Decision::Go { probe } = decision {
                     state.in_flight += 1;
                     state.probe_in_flight |= probe;
@@ -311,15 +324,25 @@ impl Permit<'_> {
         policy: &RetryPolicy,
     ) -> HeadReport {
         let shared = self.shared;
-        let server = ServerTime::of_response(headers, at, &shared.clock);
+        // The service's clock is read only when something needs it: a `Retry-After`, or a
+        // window period not reported before.
+        let server = OnceCell::new();
+        let server = || *server.get_or_init(|| ServerTime::of_response(headers, at, &shared.clock));
         let quota = Quota::from_headers(headers);
-        let retry_after = quota::retry_after(headers, &server);
+        let retry_after = if headers.contains_key(RETRY_AFTER) {
+            quota::retry_after(headers, &server())
+        } else {
+            None
+        };
         let quiet = retry::quiet(status, retry_after);
-        {
+        let wake = {
             let mut state = shared.lock();
             match quota {
                 Some(quota) => {
-                    let reset_at = server.instant_of(quota.reset.timestamp());
+                    let reset_at = state
+                        .budgets
+                        .placed(&quota)
+                        .unwrap_or_else(|| server().instant_of(quota.reset.timestamp()));
                     state.budgets.report(quota, reset_at, at);
                     state.remember(quota);
                 }
@@ -339,9 +362,9 @@ impl Permit<'_> {
                      client uses the key too; Pacing::Shared shares it without 429s"
                 );
             }
-            self.release(&mut state);
-        }
-        shared.changed.notify_waiters();
+            self.release(&mut state)
+        };
+        shared.wake(wake);
         HeadReport {
             quota,
             retry_after,
@@ -352,16 +375,18 @@ impl Permit<'_> {
     /// The request never left: no connection could be made.
     pub(crate) fn not_sent(mut self) {
         let shared = self.shared;
-        self.release(&mut shared.lock());
-        shared.changed.notify_waiters();
+        let wake = self.release(&mut shared.lock());
+        shared.wake(wake);
     }
 
-    fn release(&mut self, state: &mut State) {
+    /// Stops counting the request in flight; whether the first in line waits to hear of it.
+    fn release(&mut self, state: &mut State) -> bool {
         self.settled = true;
         state.in_flight -= 1;
         if self.probe {
             state.probe_in_flight = false;
         }
+        state.front_waiting
     }
 }
 
@@ -371,11 +396,11 @@ impl Drop for Permit<'_> {
             return;
         }
         let shared = self.shared;
-        {
+        let wake = {
             let mut state = shared.lock();
             state.budgets.spend_on_doubt();
-            self.release(&mut state);
-        }
-        shared.changed.notify_waiters();
+            self.release(&mut state)
+        };
+        shared.wake(wake);
     }
 }
