@@ -26,6 +26,25 @@ async fn at_a_window_start() -> Sandbox {
         .unwrap()
 }
 
+/// Makes `n` calls, each reaching the line before the next is made; the order they completed.
+async fn completion_order(client: &PetStoreClient, n: usize) -> Vec<usize> {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let client = client.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            client.list_pets().limit(1).send().await.unwrap();
+            order.lock().unwrap().push(i);
+        }));
+        tokio::task::yield_now().await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    order.lock().unwrap().clone()
+}
+
 async fn spend_the_window(client: &PetStoreClient, requests: usize) {
     for _ in 0..requests {
         client.list_pets().limit(1).send().await.unwrap();
@@ -41,24 +60,9 @@ async fn held_calls_are_admitted_first_in_first_out() {
         .unwrap();
     spend_the_window(&client, 60).await;
 
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..10 {
-        let client = client.clone();
-        let order = order.clone();
-        tasks.push(tokio::spawn(async move {
-            client.list_pets().limit(1).send().await.unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        // Each call reaches the queue before the next is made.
-        tokio::task::yield_now().await;
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let order = completion_order(&client, 10).await;
 
     // After the reset one call probes alone; the rest follow in the order they came.
-    let order = order.lock().unwrap().clone();
     assert_eq!(order[0], 0, "{order:?}");
     let mut rest = order[1..].to_vec();
     rest.sort_unstable();
@@ -74,22 +78,10 @@ async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
         .unwrap();
     client.list_pets().limit(1).send().await.unwrap();
 
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..20 {
-        let client = client.clone();
-        let order = order.clone();
-        tasks.push(tokio::spawn(async move {
-            client.list_pets().limit(1).send().await.unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        tokio::task::yield_now().await;
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-
-    assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+    assert_eq!(
+        completion_order(&client, 20).await,
+        (0..20).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test(start_paused = true)]
