@@ -351,3 +351,25 @@ async fn a_held_call_logs_its_true_reason_once_per_hold() {
     // probe wait, then at most one pacing wait for each call after it.
     assert!(holds.len() <= 30, "{} hold lines for 30 calls", holds.len());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_429_whose_body_is_cut_short_still_gets_its_wait() {
+    let sandbox = Sandbox::start().await.unwrap();
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
+        .build()
+        .unwrap();
+    client.list_pets().send().await.unwrap();
+    sandbox.inject(Fault::status(429).retry_after(30).cut_body().times(1));
+    let start = Instant::now();
+
+    client.list_pets().send().await.unwrap();
+
+    // The wait was read at the head: the retry came after 30 s (and the moment the cut body
+    // took to fail), not after the 0.5 s backoff a lost `Retry-After` would have given, and
+    // nothing arrived during the cooldown.
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(30), "{waited:?}");
+    assert!(waited < Duration::from_secs(31), "{waited:?}");
+    assert_eq!(sandbox.stats().answered(429), 1);
+    assert_eq!(sandbox.stats().during_cooldown(), 0);
+}
