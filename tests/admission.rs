@@ -45,6 +45,24 @@ async fn completion_order(client: &PetStoreClient, n: usize) -> Vec<usize> {
     order.lock().unwrap().clone()
 }
 
+/// Creates `n` pets at once, each in its own task; every call must succeed.
+async fn create_concurrently(client: &PetStoreClient, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .create_pet(NewPet::new(format!("pet {i}"), 1))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+}
+
 async fn spend_the_window(client: &PetStoreClient, requests: usize) {
     for _ in 0..requests {
         client.list_pets().limit(1).send().await.unwrap();
@@ -213,20 +231,7 @@ async fn quota_is_the_lowest_remaining_of_the_newest_window() {
         .pacing(Pacing::Sole)
         .build()
         .unwrap();
-    let tasks: Vec<_> = (0..50)
-        .map(|i| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .create_pet(NewPet::new(format!("pet {i}"), 1))
-                    .send()
-                    .await
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().unwrap();
-    }
+    create_concurrently(&client, 50).await;
 
     let quota = client.quota().unwrap();
     assert_eq!((quota.limit, quota.remaining), (300, 250));
@@ -320,20 +325,7 @@ async fn a_held_call_logs_its_true_reason_once_per_hold() {
         .unwrap();
     let (logs, _guard) = common::capture(tracing::Level::DEBUG);
 
-    let tasks: Vec<_> = (0..30)
-        .map(|i| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .create_pet(NewPet::new(format!("pet {i}"), 1))
-                    .send()
-                    .await
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().unwrap();
-    }
+    create_concurrently(&client, 30).await;
 
     let text = logs.text();
     let holds: Vec<&str> = text
