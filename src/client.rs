@@ -10,7 +10,7 @@ use url::{Host, Url};
 
 use crate::error::{Error, Result};
 use crate::quota::Quota;
-use crate::rate::{Pacing, RateLimitScope, RateLimiter};
+use crate::rate::{Fleet, Pacing, RateLimitScope, RateLimiter};
 use crate::retry::RetryPolicy;
 
 /// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
@@ -139,6 +139,7 @@ impl fmt::Debug for Redacted {
 /// | [`retry_policy`](Self::retry_policy) | [`RetryPolicy::default()`] |
 /// | [`pacing`](Self::pacing) | [`Pacing::Shared`]: the budget spread over each window |
 /// | [`rate_limit_scope`](Self::rate_limit_scope) | [`RateLimitScope::Process`]: one state per key in the process |
+/// | `shared_state` (feature `redis`) | none: instances on other hosts coordinate only through the service's headers |
 /// | [`user_agent`](Self::user_agent) | `petstore-client/<crate version>` |
 /// | [`max_response_body`](Self::max_response_body) | 8 MiB |
 /// | [`allow_insecure_http`](Self::allow_insecure_http) | off: plain `http://` only to loopback |
@@ -170,6 +171,7 @@ pub struct PetStoreClientBuilder {
     retry: RetryPolicy,
     pacing: Pacing,
     rate_limit_scope: RateLimitScope,
+    fleet: Option<Arc<Fleet>>,
     max_response_body: usize,
     allow_insecure_http: bool,
 }
@@ -194,6 +196,7 @@ impl PetStoreClientBuilder {
             retry: RetryPolicy::default(),
             pacing: Pacing::default(),
             rate_limit_scope: RateLimitScope::default(),
+            fleet: None,
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             allow_insecure_http: false,
         }
@@ -293,6 +296,29 @@ impl PetStoreClientBuilder {
         self
     }
 
+    /// Shares the rate-limit budget and cooldown of the key with every instance, on any host,
+    /// configured with the same Redis (feature `redis`): the budget each window has left is
+    /// spent atomically in Redis before each request, and a 429 seen by one instance holds them
+    /// all. The process's own discipline still runs, and takes over alone while Redis is
+    /// unreachable; see [`RedisState`](crate::RedisState).
+    ///
+    /// ```no_run
+    /// use petstore_client::{PetStoreClient, RedisState};
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .shared_state(RedisState::new("redis://127.0.0.1:6379/")?)
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn shared_state(mut self, state: crate::RedisState) -> Self {
+        self.fleet = Some(state.fleet());
+        self
+    }
+
     /// The largest response body the client reads; a larger one fails the call with
     /// [`Error::BodyTooLarge`] and is not read past the limit. 8 MiB by default.
     pub fn max_response_body(mut self, bytes: usize) -> Self {
@@ -353,6 +379,7 @@ impl PetStoreClientBuilder {
             self.pacing,
             &base_url,
             key.unwrap_or_default(),
+            self.fleet.clone(),
         );
         let pets_url = base_url
             .join("pets")
@@ -471,6 +498,7 @@ impl fmt::Debug for PetStoreClientBuilder {
             .field("retry", &self.retry)
             .field("pacing", &self.pacing)
             .field("rate_limit_scope", &self.rate_limit_scope)
+            .field("shared_state", &self.fleet)
             .field("max_response_body", &self.max_response_body)
             .field("allow_insecure_http", &self.allow_insecure_http)
             .finish()

@@ -222,7 +222,9 @@ impl PetStoreClient {
                 }
             };
             let status = response.status();
-            let report = permit.at_head(status, response.headers(), Instant::now(), policy);
+            let report = permit
+                .at_head(status, response.headers(), Instant::now(), policy)
+                .await;
             let headers = std::mem::take(response.headers_mut());
             let (body, truncated) = if status.is_success() {
                 let cap = inner.max_response_body;

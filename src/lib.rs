@@ -148,6 +148,9 @@ pub use error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
 pub use pets::{CreatePet, GetPet, ListPets};
 pub use quota::Quota;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use rate::RedisState;
 pub use rate::{Pacing, RateLimitScope};
 pub use request::RawRequest;
 /// The `reqwest` this crate sends requests with (0.13), re-exported so that a

@@ -9,9 +9,12 @@
 //! and its [`Permit`].
 
 mod budget;
+mod fleet;
 mod gate;
 mod line;
 mod pacer;
+#[cfg(feature = "redis")]
+mod redis;
 mod registry;
 mod server_time;
 
@@ -26,14 +29,18 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use url::Url;
 
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
 use crate::error::{Error, ThrottleCause};
 use crate::quota::{self, Quota};
 use crate::retry::{self, Quiet, RetryPolicy};
-use budget::Budgets;
+use budget::{Budgets, Known};
+pub(crate) use fleet::Fleet;
+use fleet::{Admission, Outcome, Verdict, WindowReport};
 use gate::Gate;
 use line::Line;
 use pacer::{Decision, Hold, View};
+#[cfg(feature = "redis")]
+pub use redis::RedisState;
 pub(crate) use server_time::ServerTime;
 
 /// How a client spends the rate-limit budget the service reports.
@@ -114,6 +121,10 @@ struct State {
     /// The first in line is waiting for a change (its last decision was a hold).
     front_waiting: bool,
     warned_not_sole: bool,
+    /// Held by the fleet's shared state until then.
+    remote: Option<(Instant, Hold)>,
+    /// Reports for the fleet's shared state, sent along with the next admission.
+    pending: Vec<WindowReport>,
 }
 
 impl Shared {
@@ -151,15 +162,41 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct RateLimiter {
     shared: Arc<Shared>,
     pacing: Pacing,
+    fleet: Option<FleetLink>,
 }
 
+/// The state the fleet shares for this client's key.
+#[derive(Debug)]
+struct FleetLink {
+    fleet: Arc<Fleet>,
+    /// The key's state in the store.
+    name: String,
+}
+
+/// The most window reports kept for the next admission; the specification has two windows.
+const MAX_PENDING: usize = 4;
+
 impl RateLimiter {
-    pub(crate) fn new(scope: RateLimitScope, pacing: Pacing, base_url: &Url, key: &str) -> Self {
+    pub(crate) fn new(
+        scope: RateLimitScope,
+        pacing: Pacing,
+        base_url: &Url,
+        key: &str,
+        fleet: Option<Arc<Fleet>>,
+    ) -> Self {
         let shared = match scope {
             RateLimitScope::Process => registry::shared(base_url, key, Shared::new),
             RateLimitScope::Client => Arc::new(Shared::new()),
         };
-        Self { shared, pacing }
+        let fleet = fleet.map(|fleet| FleetLink {
+            name: fleet.name(base_url, key),
+            fleet,
+        });
+        Self {
+            shared,
+            pacing,
+            fleet,
+        }
     }
 
     /// The lowest `remaining` of the newest window period any response reported.
@@ -195,18 +232,38 @@ impl RateLimiter {
                 let decision = state.decide(self.pacing, now);
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
-                if let Decision::Go { probe } = decision {
-                    state.in_flight += 1;
-                    state.probe_in_flight |= probe;
-                    state.last_admit = Some(now);
-                    return Ok(Permit {
-                        shared,
-                        pacing: self.pacing,
-                        probe,
-                        settled: false,
-                    });
+                match decision {
+                    Decision::Go { probe } => {
+                        state.in_flight += 1;
+                        state.probe_in_flight |= probe;
+                        state.last_admit = Some(now);
+                        let metered = self.pacing != Pacing::Off
+                            && state.budgets.known(now) != Known::Unmetered;
+                        let pending = match self.fleet {
+                            Some(_) => std::mem::take(&mut state.pending),
+                            None => Vec::new(),
+                        };
+                        let permit = Permit {
+                            shared,
+                            pacing: self.pacing,
+                            probe,
+                            fleet: self.fleet.as_ref(),
+                            fleet_probe: false,
+                            settled: false,
+                        };
+                        Ok((permit, pending, metered))
+                    }
+                    held => Err(held),
                 }
-                decision
+            };
+            let decision = match decision {
+                Ok((permit, pending, metered)) => {
+                    match self.ask_fleet(permit, &pending, metered).await {
+                        Ok(permit) => return Ok(permit),
+                        Err(()) => continue,
+                    }
+                }
+                Err(decision) => decision,
             };
             let (until, hold) = match decision {
                 Decision::Until(until, hold) => (Some(until), hold),
@@ -234,6 +291,40 @@ impl RateLimiter {
                     let _ = tokio::time::timeout_at(until, changed).await;
                 }
                 None => changed.await,
+            }
+        }
+    }
+
+    /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
+    /// `Err` if the fleet holds it (the process then holds every request as long).
+    async fn ask_fleet<'a>(
+        &'a self,
+        mut permit: Permit<'a>,
+        pending: &[WindowReport],
+        metered: bool,
+    ) -> Result<Permit<'a>, ()> {
+        let Some(link) = &self.fleet else {
+            return Ok(permit);
+        };
+        let admission = Admission {
+            reports: pending,
+            metered,
+        };
+        match link.fleet.admit(&link.name, admission).await {
+            // Without an answer the process's own discipline decides alone.
+            None | Some(Verdict::Go { probe: false }) => Ok(permit),
+            Some(Verdict::Go { probe: true }) => {
+                permit.fleet_probe = true;
+                Ok(permit)
+            }
+            Some(Verdict::Hold(wait, hold)) => {
+                // Another instance's probe normally answers within milliseconds.
+                let wait = match hold {
+                    Hold::Probe => wait.min(fleet::PROBE_POLL),
+                    _ => wait,
+                };
+                permit.withdraw(clock::after(wait), hold);
+                Err(())
             }
         }
     }
@@ -269,6 +360,7 @@ impl State {
     fn decide(&self, pacing: Pacing, now: Instant) -> Decision {
         let view = View {
             gate: &self.gate,
+            remote: self.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
             fleet: self.budgets.fleet(),
             in_flight: self.in_flight,
@@ -310,19 +402,43 @@ pub(crate) struct Permit<'a> {
     shared: &'a Shared,
     pacing: Pacing,
     probe: bool,
+    fleet: Option<&'a FleetLink>,
+    /// The fleet admitted this request to find out a period it does not know: the others
+    /// wait for its report.
+    fleet_probe: bool,
     settled: bool,
 }
 
 impl Permit<'_> {
     /// The response head arrived at `at`: read the service's clock, quota and `Retry-After`,
-    /// close the gate if the response asks for quiet, then let held requests look again.
-    pub(crate) fn at_head(
-        mut self,
+    /// close the gate if the response asks for quiet, then let held requests look again. The
+    /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
+    /// probe), otherwise with this process's next admission.
+    pub(crate) async fn at_head(
+        self,
         status: StatusCode,
         headers: &HeaderMap,
         at: Instant,
         policy: &RetryPolicy,
     ) -> HeadReport {
+        let fleet = self.fleet;
+        let (head, tell) = self.settle(status, headers, at, policy);
+        if let (Some(link), Some((report, outcome))) = (fleet, tell) {
+            link.fleet
+                .report(&link.name, report.as_slice(), outcome)
+                .await;
+        }
+        head
+    }
+
+    /// [`at_head`](Self::at_head) in this process; what to tell the fleet at once, if anything.
+    fn settle(
+        mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        at: Instant,
+        policy: &RetryPolicy,
+    ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
         // The service's clock is read only when something needs it: a `Retry-After`, or a
         // window period not reported before.
@@ -335,6 +451,9 @@ impl Permit<'_> {
             None
         };
         let quiet = retry::quiet(status, retry_after);
+        let urgent = self.fleet.is_some() && (self.fleet_probe || quiet.is_some());
+        let mut report = None;
+        let mut quiet_until = None;
         let wake = {
             let mut state = shared.lock();
             match quota {
@@ -345,13 +464,29 @@ impl Permit<'_> {
                         .unwrap_or_else(|| server().instant_of(quota.reset.timestamp()));
                     state.budgets.report(quota, reset_at, at);
                     state.remember(quota);
+                    if self.fleet.is_some() && reset_at > at {
+                        let window = WindowReport {
+                            limit: quota.limit,
+                            remaining: quota.remaining,
+                            period: quota.reset.timestamp(),
+                            ends_at: reset_at,
+                        };
+                        if urgent {
+                            report = Some(window);
+                        } else {
+                            queue(&mut state.pending, window);
+                        }
+                    }
                 }
                 None => state.budgets.report_none(),
             }
             // The gate closes before this request stops counting, so that no held request
             // slips through between the two.
             match quiet {
-                Some(quiet) => state.gate.close(at, quiet, policy),
+                Some(quiet) => {
+                    state.gate.close(at, quiet, policy);
+                    quiet_until = state.gate.closed_until(at);
+                }
                 None => state.gate.open(),
             }
             if self.pacing == Pacing::Sole && !state.warned_not_sole && state.budgets.fleet() >= 2.0
@@ -365,11 +500,31 @@ impl Permit<'_> {
             self.release(&mut state)
         };
         shared.wake(wake);
-        HeadReport {
+        let tell = urgent.then(|| {
+            let outcome = match quiet_until {
+                Some(until) => Outcome::Quiet(until.saturating_duration_since(Instant::now())),
+                None => Outcome::Normal,
+            };
+            (report, outcome)
+        });
+        let head = HeadReport {
             quota,
             retry_after,
             quiet,
-        }
+        };
+        (head, tell)
+    }
+
+    /// The fleet holds the request: it was not sent, and the process holds every request
+    /// until `until` too.
+    fn withdraw(mut self, until: Instant, hold: Hold) {
+        let shared = self.shared;
+        let wake = {
+            let mut state = shared.lock();
+            state.remote = Some((until, hold));
+            self.release(&mut state)
+        };
+        shared.wake(wake);
     }
 
     /// The request never left: no connection could be made.
@@ -387,6 +542,23 @@ impl Permit<'_> {
             state.probe_in_flight = false;
         }
         state.front_waiting
+    }
+}
+
+/// Keeps the newest and lowest report of each window for the next admission.
+fn queue(pending: &mut Vec<WindowReport>, report: WindowReport) {
+    match pending.iter_mut().find(|w| w.limit == report.limit) {
+        Some(window) if window.period == report.period => {
+            window.remaining = window.remaining.min(report.remaining);
+        }
+        Some(window) if window.period < report.period => *window = report,
+        Some(_) => {}
+        None => {
+            if pending.len() == MAX_PENDING {
+                pending.remove(0);
+            }
+            pending.push(report);
+        }
     }
 }
 

@@ -60,6 +60,8 @@ pub(crate) enum Decision {
 /// What the pacer looks at.
 pub(crate) struct View<'a> {
     pub(crate) gate: &'a Gate,
+    /// A hold the fleet's shared state asked for, while it lasts.
+    pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
     pub(crate) fleet: f64,
     pub(crate) in_flight: u64,
@@ -78,6 +80,9 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     }
     if let Some(until) = view.gate.closed_until(now) {
         return Decision::Until(until, Hold::Cooldown);
+    }
+    if let Some((until, hold)) = view.remote {
+        return Decision::Until(until, hold);
     }
     if view.gate.half_open() || (metered && view.known == Known::Unknown) {
         return if view.probe_in_flight {
@@ -156,6 +161,7 @@ mod tests {
     fn view<'a>(gate: &'a Gate, budgets: &Budgets, now: Instant) -> View<'a> {
         View {
             gate,
+            remote: None,
             known: budgets.known(now),
             fleet: budgets.fleet(),
             in_flight: 0,

@@ -272,3 +272,4 @@ pub fn capture(level: tracing::Level) -> (Captured, tracing::subscriber::Default
     (captured, tracing::subscriber::set_default(subscriber))
 }
 pub mod matrix;
+pub mod redis_server;

@@ -1,0 +1,205 @@
+//! A rate-limit state shared by every instance on a key, across processes and hosts: the
+//! window budgets, spent before each request, and the cooldown.
+//!
+//! [`FleetStore`] is what a store provides; [`Fleet`] wraps one with the rule that a store is
+//! never a single point of failure: every operation has a short timeout, and while the store
+//! fails, calls go on under the process's own discipline (which always runs), with one `WARN`
+//! per outage and one try per [`RETRY_EVERY`] to find the store back. Without a store, the
+//! process's own state (the rest of this module) is the whole of the discipline.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use url::Url;
+
+use super::lock;
+use super::pacer::Hold;
+
+/// How long a store may take to answer, unless its owner sets another.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// While a store fails, how often one call tries it again.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// How long one instance may probe a window period the fleet does not know yet before
+/// another may: the probe's answer normally releases the others at once.
+pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
+
+/// While another instance probes, how often a held request asks again.
+pub(crate) const PROBE_POLL: Duration = Duration::from_millis(20);
+
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One window's budget as a response reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowReport {
+    pub(crate) limit: u64,
+    pub(crate) remaining: u64,
+    /// The period's end on the service's clock (unix seconds): which period this is.
+    pub(crate) period: i64,
+    /// The local instant the period ends; sent as a duration from the moment of sending, so
+    /// that no two hosts need agree on the time.
+    pub(crate) ends_at: Instant,
+}
+
+/// What a reported response asked of every instance on the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Nothing (a report sent along with the next request).
+    Nothing,
+    /// No quiet: the service answers normally, and a probe is over.
+    Normal,
+    /// Quiet for this long from now (a 429, or a 503 with `Retry-After`).
+    Quiet(Duration),
+}
+
+/// The fleet's answer to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Send it; a probe finds out a period the fleet does not know, and must report at once.
+    Go { probe: bool },
+    /// Hold it this long, for this reason.
+    Hold(Duration, Hold),
+}
+
+/// One admission as the store receives it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission<'a> {
+    /// Reports not yet sent, applied before the request is admitted.
+    pub(crate) reports: &'a [WindowReport],
+    /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
+    /// service that does not meter the key).
+    pub(crate) metered: bool,
+}
+
+/// A store of the state shared by the fleet. Each operation is one round trip.
+pub(crate) trait FleetStore: Send + Sync + fmt::Debug {
+    /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
+    fn name(&self, base_url: &Url, api_key: &str) -> String;
+
+    /// Applies `admission.reports`, then spends one request from every window of the
+    /// current period, or says how long to hold it.
+    fn admit<'a>(
+        &'a self,
+        name: &'a str,
+        admission: Admission<'a>,
+    ) -> BoxFuture<'a, Result<Verdict, String>>;
+
+    /// Applies `reports` and what the response asked for.
+    fn report<'a>(
+        &'a self,
+        name: &'a str,
+        reports: &'a [WindowReport],
+        outcome: Outcome,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// A store, with its timeout and its health, shared by every client configured with it.
+pub(crate) struct Fleet {
+    store: Arc<dyn FleetStore>,
+    timeout: Duration,
+    health: Arc<Mutex<Health>>,
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    /// The store failed and has not answered since; tried again from then on.
+    down: Option<Instant>,
+}
+
+impl fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fleet")
+            .field("store", &self.store)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Fleet {
+    pub(crate) fn new(store: Arc<dyn FleetStore>) -> Self {
+        Self {
+            store,
+            timeout: DEFAULT_TIMEOUT,
+            health: Arc::default(),
+        }
+    }
+
+    /// The same store and health, with another timeout.
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            store: Arc::clone(&self.store),
+            timeout,
+            health: Arc::clone(&self.health),
+        }
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub(crate) fn name(&self, base_url: &Url, api_key: &str) -> String {
+        self.store.name(base_url, api_key)
+    }
+
+    /// The fleet's verdict, or `None` when the store cannot give one in time: the request
+    /// then goes by the process's own discipline alone.
+    pub(crate) async fn admit(&self, name: &str, admission: Admission<'_>) -> Option<Verdict> {
+        self.guarded(self.store.admit(name, admission)).await
+    }
+
+    /// Tells the fleet; `false` if the store could not be told.
+    pub(crate) async fn report(
+        &self,
+        name: &str,
+        reports: &[WindowReport],
+        outcome: Outcome,
+    ) -> bool {
+        self.guarded(self.store.report(name, reports, outcome))
+            .await
+            .is_some()
+    }
+
+    async fn guarded<T>(&self, operation: BoxFuture<'_, Result<T, String>>) -> Option<T> {
+        let now = Instant::now();
+        {
+            let health = lock(&self.health);
+            if health.down.is_some_and(|next_try| now < next_try) {
+                return None;
+            }
+        }
+        let result = match tokio::time::timeout(self.timeout, operation).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+        };
+        let mut health = lock(&self.health);
+        match result {
+            Ok(value) => {
+                if health.down.take().is_some() {
+                    tracing::info!(
+                        "the shared rate-limit state answers again: instances share the budget \
+                         and the cooldown again"
+                    );
+                }
+                Some(value)
+            }
+            Err(error) => {
+                let first = health.down.is_none();
+                health.down = Some(Instant::now() + RETRY_EVERY);
+                drop(health);
+                if first {
+                    tracing::warn!(
+                        %error,
+                        "the shared rate-limit state is unreachable: calls go on under this \
+                         process's own rate discipline until it answers again"
+                    );
+                }
+                None
+            }
+        }
+    }
+}

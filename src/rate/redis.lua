@@ -1,0 +1,148 @@
+-- The rate-limit state one API key shares across instances (src/rate/redis.rs), in one hash.
+-- Every instant is on this Redis server's clock, in milliseconds: instances send durations
+-- ("ends in 9500 ms"), never their own clock's time, so that hosts need not agree on the time.
+--
+-- KEYS[1]  the key's hash
+-- ARGV[1]  'admit' (apply the reports, then spend one request or say how long to hold it)
+--          or 'report' (apply the reports and the outcome only)
+-- ARGV[2]  '1' to spend from the window budgets, '0' to obey only the cooldown
+-- ARGV[3]  how long one instance may probe an unknown period, ms
+-- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
+-- ARGV[5..] the windows reported, four values each: limit, remaining, period (the service's
+--          reset, unix seconds), ms until the period ends
+--
+-- Fields: 'cool' (quiet until), 'half' (a quiet was asked and no normal answer came since),
+-- 'probe' (an instance probes until), 'w:<limit>' = '<period>:<left>:<ends>'.
+--
+-- Returns {verdict, n}: {0, 0} go, {0, 1} go as the probe, {1, ms} hold for the cooldown,
+-- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
+
+local key = KEYS[1]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local cool, half, probe = 0, 0, 0
+local windows = {}
+local fields = redis.call('HGETALL', key)
+for i = 1, #fields, 2 do
+  local field, value = fields[i], fields[i + 1]
+  if field == 'cool' then
+    cool = tonumber(value)
+  elseif field == 'half' then
+    half = tonumber(value)
+  elseif field == 'probe' then
+    probe = tonumber(value)
+  else
+    local limit = string.match(field, '^w:(%d+)$')
+    local period, left, ends = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
+    if limit and period then
+      windows[#windows + 1] = {
+        limit = tonumber(limit), period = tonumber(period),
+        left = tonumber(left), ends = tonumber(ends),
+      }
+    end
+  end
+end
+
+for i = 5, #ARGV - 3, 4 do
+  local limit, left = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local period, ends_in = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  -- A period that was over when its answer arrived says nothing about the next.
+  if ends_in > 0 then
+    -- A window whose period ended is resolved by any later report: the headers show the
+    -- window that binds, so one not shown has at least this much left.
+    for j = #windows, 1, -1 do
+      if windows[j].ends <= now then
+        table.remove(windows, j)
+      end
+    end
+    local found
+    for _, w in ipairs(windows) do
+      if w.limit == limit then
+        found = w
+      end
+    end
+    if found == nil then
+      windows[#windows + 1] = { limit = limit, period = period, left = left, ends = now + ends_in }
+    elseif found.period == period then
+      -- Answers arrive out of order: the lowest report wins, never a higher one.
+      found.left = math.min(found.left, left)
+      found.ends = math.max(found.ends, now + ends_in)
+    elseif found.period < period then
+      found.period, found.left, found.ends = period, left, now + ends_in
+    end
+  end
+end
+
+local asked = ARGV[4]
+if asked == 'ok' then
+  half, probe = 0, 0
+elseif asked ~= '' then
+  cool = math.max(cool, now + tonumber(asked))
+  half, probe = 1, 0
+end
+
+local verdict = { 0, 0 }
+if ARGV[1] == 'admit' then
+  local metered = ARGV[2] == '1'
+  local unknown = half == 1
+  local spent_until = 0
+  if metered then
+    if #windows == 0 then
+      unknown = true
+    end
+    for _, w in ipairs(windows) do
+      if w.ends <= now then
+        unknown = true
+      elseif w.left <= 0 then
+        spent_until = math.max(spent_until, w.ends)
+      end
+    end
+  end
+  if cool > now then
+    verdict = { 1, cool - now }
+  elseif spent_until > 0 then
+    verdict = { 3, spent_until - now }
+  elseif unknown and probe > now then
+    verdict = { 2, probe - now }
+  else
+    if unknown then
+      probe = now + tonumber(ARGV[3])
+      verdict = { 0, 1 }
+    end
+    if metered then
+      for _, w in ipairs(windows) do
+        if w.ends > now then
+          w.left = w.left - 1
+        end
+      end
+    end
+  end
+end
+
+-- Written whole: the hash holds a handful of fields.
+redis.call('DEL', key)
+local out = {}
+local last = now
+if cool > now then
+  out[#out + 1] = 'cool'; out[#out + 1] = string.format('%d', cool)
+  last = math.max(last, cool)
+end
+if half == 1 then
+  out[#out + 1] = 'half'; out[#out + 1] = '1'
+end
+if probe > now then
+  out[#out + 1] = 'probe'; out[#out + 1] = string.format('%d', probe)
+  last = math.max(last, probe)
+end
+for _, w in ipairs(windows) do
+  out[#out + 1] = 'w:' .. string.format('%d', w.limit)
+  out[#out + 1] = string.format('%d:%d:%d', w.period, w.left, w.ends)
+  last = math.max(last, w.ends)
+end
+if #out > 0 then
+  redis.call('HSET', key, unpack(out))
+  -- Gone a minute after the last thing it knows has passed.
+  redis.call('PEXPIRE', key, last - now + 60000)
+end
+return verdict
