@@ -44,6 +44,9 @@ pub(crate) struct WindowReport {
     /// The local instant the period ends; sent as a duration from the moment of sending, so
     /// that no two hosts need agree on the time.
     pub(crate) ends_at: Instant,
+    /// The store's number for the admission of the request answered (0: not admitted by the
+    /// store): the requests admitted after it are not in `remaining` yet.
+    pub(crate) admitted: u64,
 }
 
 /// What a reported response asked of every instance on the key.
@@ -61,7 +64,8 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Send it; a probe finds out a period the fleet does not know, and must report at once.
-    Go { probe: bool },
+    /// `admitted` numbers the admission, for the reports of its answer.
+    Go { probe: bool, admitted: u64 },
     /// Hold it this long, for this reason.
     Hold(Duration, Hold),
 }

@@ -18,7 +18,6 @@ mod redis;
 mod registry;
 mod server_time;
 
-use std::cell::OnceCell;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -41,6 +40,7 @@ use line::Line;
 use pacer::{Decision, Hold, View};
 #[cfg(feature = "redis")]
 pub use redis::RedisState;
+use server_time::ServerClock;
 pub(crate) use server_time::ServerTime;
 
 /// How a client spends the rate-limit budget the service reports.
@@ -125,6 +125,10 @@ struct State {
     remote: Option<(Instant, Hold)>,
     /// Reports for the fleet's shared state, sent along with the next admission.
     pending: Vec<WindowReport>,
+    /// The fleet's shared state answered the last admission: it meters the budget exactly,
+    /// so this process need not guess how many others spend it.
+    fleet_live: bool,
+    server_clock: ServerClock,
 }
 
 impl Shared {
@@ -249,6 +253,7 @@ impl RateLimiter {
                             probe,
                             fleet: self.fleet.as_ref(),
                             fleet_probe: false,
+                            admitted: 0,
                             settled: false,
                         };
                         Ok((permit, pending, metered))
@@ -310,11 +315,14 @@ impl RateLimiter {
             reports: pending,
             metered,
         };
-        match link.fleet.admit(&link.name, admission).await {
+        let verdict = link.fleet.admit(&link.name, admission).await;
+        self.shared.lock().fleet_live = verdict.is_some();
+        match verdict {
             // Without an answer the process's own discipline decides alone.
-            None | Some(Verdict::Go { probe: false }) => Ok(permit),
-            Some(Verdict::Go { probe: true }) => {
-                permit.fleet_probe = true;
+            None => Ok(permit),
+            Some(Verdict::Go { probe, admitted }) => {
+                permit.fleet_probe = probe;
+                permit.admitted = admitted;
                 Ok(permit)
             }
             Some(Verdict::Hold(wait, hold)) => {
@@ -362,7 +370,11 @@ impl State {
             gate: &self.gate,
             remote: self.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            fleet: self.budgets.fleet(),
+            fleet: if self.fleet_live {
+                1.0
+            } else {
+                self.budgets.fleet()
+            },
             in_flight: self.in_flight,
             probe_in_flight: self.probe_in_flight,
             last_admit: self.last_admit,
@@ -406,6 +418,8 @@ pub(crate) struct Permit<'a> {
     /// The fleet admitted this request to find out a period it does not know: the others
     /// wait for its report.
     fleet_probe: bool,
+    /// The fleet's number for this admission.
+    admitted: u64,
     settled: bool,
 }
 
@@ -440,28 +454,25 @@ impl Permit<'_> {
         policy: &RetryPolicy,
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
-        // The service's clock is read only when something needs it: a `Retry-After`, or a
-        // window period not reported before.
-        let server = OnceCell::new();
-        let server = || *server.get_or_init(|| ServerTime::of_response(headers, at, &shared.clock));
         let quota = Quota::from_headers(headers);
-        let retry_after = if headers.contains_key(RETRY_AFTER) {
-            quota::retry_after(headers, &server())
-        } else {
-            None
-        };
-        let quiet = retry::quiet(status, retry_after);
-        let urgent = self.fleet.is_some() && (self.fleet_probe || quiet.is_some());
         let mut report = None;
         let mut quiet_until = None;
-        let wake = {
+        let (wake, retry_after, quiet, urgent) = {
             let mut state = shared.lock();
+            let server = state.server_clock.read(headers, at, &shared.clock);
+            let retry_after = if headers.contains_key(RETRY_AFTER) {
+                quota::retry_after(headers, &server)
+            } else {
+                None
+            };
+            let quiet = retry::quiet(status, retry_after);
+            let urgent = self.fleet.is_some() && (self.fleet_probe || quiet.is_some());
             match quota {
                 Some(quota) => {
                     let reset_at = state
                         .budgets
                         .placed(&quota)
-                        .unwrap_or_else(|| server().instant_of(quota.reset.timestamp()));
+                        .unwrap_or_else(|| server.instant_of(quota.reset.timestamp()));
                     state.budgets.report(quota, reset_at, at);
                     state.remember(quota);
                     if self.fleet.is_some() && reset_at > at {
@@ -470,6 +481,7 @@ impl Permit<'_> {
                             remaining: quota.remaining,
                             period: quota.reset.timestamp(),
                             ends_at: reset_at,
+                            admitted: self.admitted,
                         };
                         if urgent {
                             report = Some(window);
@@ -497,7 +509,7 @@ impl Permit<'_> {
                      client uses the key too; Pacing::Shared shares it without 429s"
                 );
             }
-            self.release(&mut state)
+            (self.release(&mut state), retry_after, quiet, urgent)
         };
         shared.wake(wake);
         let tell = urgent.then(|| {
@@ -549,7 +561,16 @@ impl Permit<'_> {
 fn queue(pending: &mut Vec<WindowReport>, report: WindowReport) {
     match pending.iter_mut().find(|w| w.limit == report.limit) {
         Some(window) if window.period == report.period => {
-            window.remaining = window.remaining.min(report.remaining);
+            // The store takes off the admissions after each report's own: of two answers
+            // numbered by it, the lower sum says less is left.
+            let lower = if window.admitted > 0 && report.admitted > 0 {
+                report.remaining + report.admitted < window.remaining + window.admitted
+            } else {
+                report.remaining < window.remaining
+            };
+            if lower {
+                *window = report;
+            }
         }
         Some(window) if window.period < report.period => *window = report,
         Some(_) => {}

@@ -8,25 +8,38 @@
 -- ARGV[2]  '1' to spend from the window budgets, '0' to obey only the cooldown
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
--- ARGV[5..] the windows reported, four values each: limit, remaining, period (the service's
---          reset, unix seconds), ms until the period ends
+-- ARGV[5..] the windows reported, five values each: limit, remaining, period (the service's
+--          reset, unix seconds), ms until the period ends, and the admission number of the
+--          request answered (0 if it was not admitted here)
 --
--- Fields: 'cool' (quiet until), 'half' (a quiet was asked and no normal answer came since),
--- 'probe' (an instance probes until), 'w:<limit>' = '<period>:<left>:<ends>'.
+-- A report says what the service had left when that request arrived. When it opens a window
+-- (a new period, or a window the headers did not show before), the requests admitted after
+-- it are taken off, since they went out after it and may not be counted yet. A window already
+-- open counts every admission itself, and a report only ever lowers it (spending the store did
+-- not see: an instance while Redis was down, a client without it).
 --
--- Returns {verdict, n}: {0, 0} go, {0, 1} go as the probe, {1, ms} hold for the cooldown,
+-- Fields: 'seq' (admissions so far), 'cool' (quiet until), 'half' (a quiet was asked and no
+-- normal answer came since),
+-- 'probe' (an instance probes until), 'w:<limit>' = '<period>:<left>:<ends>:<resolved>'; a
+-- window whose period ended stays, so that a late report of that period cannot bring it back,
+-- and is resolved (no longer unknown) once a later period of any window is reported.
+--
+-- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe (seq: the admission
+-- number), {1, ms} hold for the cooldown,
 -- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
 
 local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local cool, half, probe = 0, 0, 0
+local seq, cool, half, probe = 0, 0, 0, 0
 local windows = {}
 local fields = redis.call('HGETALL', key)
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
-  if field == 'cool' then
+  if field == 'seq' then
+    seq = tonumber(value)
+  elseif field == 'cool' then
     cool = tonumber(value)
   elseif field == 'half' then
     half = tonumber(value)
@@ -34,42 +47,52 @@ for i = 1, #fields, 2 do
     probe = tonumber(value)
   else
     local limit = string.match(field, '^w:(%d+)$')
-    local period, left, ends = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
+    local period, left, ends, resolved = string.match(value, '^(%-?%d+):(%-?%d+):(%d+):([01])$')
     if limit and period then
       windows[#windows + 1] = {
         limit = tonumber(limit), period = tonumber(period),
-        left = tonumber(left), ends = tonumber(ends),
+        left = tonumber(left), ends = tonumber(ends), resolved = resolved == '1',
       }
     end
   end
 end
 
-for i = 5, #ARGV - 3, 4 do
+for i = 5, #ARGV - 4, 5 do
   local limit, left = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local period, ends_in = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local admitted = tonumber(ARGV[i + 4])
+  local found
+  for _, w in ipairs(windows) do
+    if w.limit == limit then
+      found = w
+    end
+  end
+  -- Stale: a later period is known, or this one is over here.
+  local stale = found and (period < found.period or (period == found.period and found.ends <= now))
   -- A period that was over when its answer arrived says nothing about the next.
-  if ends_in > 0 then
-    -- A window whose period ended is resolved by any later report: the headers show the
-    -- window that binds, so one not shown has at least this much left.
-    for j = #windows, 1, -1 do
-      if windows[j].ends <= now then
-        table.remove(windows, j)
-      end
-    end
-    local found
+  if ends_in > 0 and not stale then
+    -- Every window whose period ended is resolved by a report of a period still on: the
+    -- headers show the window that binds, so one not shown has at least this much left.
     for _, w in ipairs(windows) do
-      if w.limit == limit then
-        found = w
+      if w.ends <= now then
+        w.resolved = true
       end
     end
-    if found == nil then
-      windows[#windows + 1] = { limit = limit, period = period, left = left, ends = now + ends_in }
-    elseif found.period == period then
-      -- Answers arrive out of order: the lowest report wins, never a higher one.
-      found.left = math.min(found.left, left)
-      found.ends = math.max(found.ends, now + ends_in)
-    elseif found.period < period then
-      found.period, found.left, found.ends = period, left, now + ends_in
+  end
+  if ends_in > 0 and not stale and found and found.period == period then
+    -- Answers arrive out of order: the lowest report wins, never a higher one.
+    found.left = math.min(found.left, left)
+    found.ends = math.max(found.ends, now + ends_in)
+  elseif ends_in > 0 and not stale then
+    if admitted > 0 and admitted <= seq then
+      left = left - (seq - admitted)
+    end
+    if found then
+      found.period, found.left, found.ends, found.resolved = period, left, now + ends_in, false
+    else
+      windows[#windows + 1] = {
+        limit = limit, period = period, left = left, ends = now + ends_in, resolved = false,
+      }
     end
   end
 end
@@ -88,15 +111,19 @@ if ARGV[1] == 'admit' then
   local unknown = half == 1
   local spent_until = 0
   if metered then
-    if #windows == 0 then
-      unknown = true
-    end
+    local open = 0
     for _, w in ipairs(windows) do
-      if w.ends <= now then
+      if w.ends > now then
+        open = open + 1
+      elseif not w.resolved then
         unknown = true
-      elseif w.left <= 0 then
+      end
+      if w.ends > now and w.left <= 0 then
         spent_until = math.max(spent_until, w.ends)
       end
+    end
+    if open == 0 then
+      unknown = true
     end
   end
   if cool > now then
@@ -106,9 +133,11 @@ if ARGV[1] == 'admit' then
   elseif unknown and probe > now then
     verdict = { 2, probe - now }
   else
+    seq = seq + 1
+    verdict = { 0, 0, seq }
     if unknown then
       probe = now + tonumber(ARGV[3])
-      verdict = { 0, 1 }
+      verdict = { 0, 1, seq }
     end
     if metered then
       for _, w in ipairs(windows) do
@@ -122,7 +151,7 @@ end
 
 -- Written whole: the hash holds a handful of fields.
 redis.call('DEL', key)
-local out = {}
+local out = { 'seq', string.format('%d', seq) }
 local last = now
 if cool > now then
   out[#out + 1] = 'cool'; out[#out + 1] = string.format('%d', cool)
@@ -137,10 +166,10 @@ if probe > now then
 end
 for _, w in ipairs(windows) do
   out[#out + 1] = 'w:' .. string.format('%d', w.limit)
-  out[#out + 1] = string.format('%d:%d:%d', w.period, w.left, w.ends)
+  out[#out + 1] = string.format('%d:%d:%d:%d', w.period, w.left, w.ends, w.resolved and 1 or 0)
   last = math.max(last, w.ends)
 end
-if #out > 0 then
+if #out > 2 or seq > 0 then
   redis.call('HSET', key, unpack(out))
   -- Gone a minute after the last thing it knows has passed.
   redis.call('PEXPIRE', key, last - now + 60000)

@@ -178,7 +178,8 @@ impl RedisStore {
                 .arg(report.limit)
                 .arg(report.remaining)
                 .arg(report.period)
-                .arg(ends_in.as_millis() as u64);
+                .arg(ends_in.as_millis() as u64)
+                .arg(report.admitted);
         }
         invocation
             .invoke_async(&mut connection)
@@ -222,16 +223,22 @@ impl FleetStore for RedisStore {
                     Outcome::Nothing,
                 )
                 .await?;
-            let (&[verdict, n] | &[verdict, n, ..]) = reply.as_slice() else {
-                return Err(format!("unexpected reply from the script: {reply:?}"));
+            let unexpected = || format!("unexpected reply from the script: {reply:?}");
+            let (verdict, n, admitted) = match *reply.as_slice() {
+                [verdict, n] => (verdict, n, 0),
+                [verdict, n, admitted] => (verdict, n, admitted),
+                _ => return Err(unexpected()),
             };
             let wait = Duration::from_millis(u64::try_from(n).unwrap_or(0));
             Ok(match verdict {
-                0 => Verdict::Go { probe: n == 1 },
+                0 => Verdict::Go {
+                    probe: n == 1,
+                    admitted: u64::try_from(admitted).unwrap_or(0),
+                },
                 1 => Verdict::Hold(wait, Hold::Cooldown),
                 2 => Verdict::Hold(wait, Hold::Probe),
                 3 => Verdict::Hold(wait, Hold::Spent),
-                _ => return Err(format!("unexpected reply from the script: {reply:?}")),
+                _ => return Err(unexpected()),
             })
         })
     }

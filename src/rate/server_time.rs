@@ -9,8 +9,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::HeaderMap;
 use http::header::DATE;
+use http::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use crate::clock::{self, Clock};
@@ -64,12 +64,66 @@ impl ServerTime {
         Duration::try_from_secs_f64((unix - self.unix).max(0.0)).unwrap_or(Duration::MAX)
     }
 
+    /// What this reading says the service's clock reads at `at`.
+    fn predict(&self, at: Instant) -> f64 {
+        if at >= self.at {
+            self.unix + (at - self.at).as_secs_f64()
+        } else {
+            self.unix - (self.at - at).as_secs_f64()
+        }
+    }
+
     /// The service's clock read `unix` seconds at `at`.
     #[cfg(test)]
     pub(crate) fn at_unix(unix: i64, at: Instant) -> Self {
         Self {
             unix: unix as f64,
             at,
+        }
+    }
+}
+
+/// How long a reading of the service's clock is kept as the best one; beyond that a drift
+/// between the two clocks could add up to an early wait.
+const READING_KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// The best reading of the service's clock: responses keep coming, each `Date` a lower bound
+/// of the service's time when it arrived, and the first response seen with a new `Date` value
+/// is the one closest to that second's tick. The highest of these bounds is kept, so that with
+/// a steady flow of responses the service's clock is known to within milliseconds, not to
+/// within the second `Date` shows: short windows are then placed no later than they end.
+#[derive(Debug, Default)]
+pub(crate) struct ServerClock {
+    /// The `Date` value last seen, so that it is parsed only when it changes.
+    last_date: Option<HeaderValue>,
+    best: Option<ServerTime>,
+}
+
+impl ServerClock {
+    /// The service's time at `at`, the instant a response with `headers` arrived.
+    pub(crate) fn read(&mut self, headers: &HeaderMap, at: Instant, local: &Clock) -> ServerTime {
+        let Some(date) = headers.get(DATE) else {
+            return ServerTime::of_response(headers, at, local);
+        };
+        if self.last_date.as_ref() != Some(date) {
+            self.last_date = Some(date.clone());
+            let reading = ServerTime::of_response(headers, at, local);
+            let keep = self.best.is_some_and(|best| {
+                let ahead = best.predict(at) - reading.unix;
+                // Within the second `Date` truncates, and recent: a larger gap is the
+                // service's clock stepping back, or a reading gone stale.
+                (0.0..1.0).contains(&ahead) && at.duration_since(best.at) < READING_KEPT_FOR
+            });
+            if !keep {
+                self.best = Some(reading);
+            }
+        }
+        match self.best {
+            Some(best) => ServerTime {
+                unix: best.predict(at),
+                at,
+            },
+            None => ServerTime::of_response(headers, at, local),
         }
     }
 }
@@ -117,6 +171,58 @@ mod tests {
             let server = ServerTime::of_response(&with_date(bad), at, &local);
             assert!((server.unix - now).abs() < 0.001, "{bad:?}");
         }
+    }
+
+    /// Equal but for the rounding of seconds as `f64`.
+    fn assert_close(got: Instant, expected: Instant) {
+        let off = if got > expected {
+            got - expected
+        } else {
+            expected - got
+        };
+        assert!(off < Duration::from_micros(1), "{got:?} vs {expected:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_answer_of_each_second_narrows_the_reading_of_the_service_clock() {
+        let local = Clock::new();
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // The service's clock reads NOON + 0.7 s at t0: `Date` says NOON.
+        let noon = with_date("Sun, 22 Nov 2026 12:00:00 GMT");
+        let second = with_date("Sun, 22 Nov 2026 12:00:01 GMT");
+        assert_close(
+            clock.read(&noon, t0, &local).instant_of(NOON + 3),
+            t0 + ms(3_000),
+        );
+        // 0.4 s later the service reads NOON + 1.1 s: the next second, seen 0.1 s after it
+        // began; every later placement is 0.1 s late instead of 0.7 s.
+        let t1 = t0 + ms(400);
+        assert_close(
+            clock.read(&second, t1, &local).instant_of(NOON + 3),
+            t1 + ms(2_000),
+        );
+        // A later answer of that second is a looser bound than the reading kept.
+        let t2 = t0 + ms(800);
+        assert_close(
+            clock.read(&second, t2, &local).instant_of(NOON + 3),
+            t1 + ms(2_000),
+        );
+        // Seen 0.2 s into the next second: the reading kept is still the closer bound.
+        let t3 = t0 + ms(1_500);
+        let late = with_date("Sun, 22 Nov 2026 12:00:02 GMT");
+        assert_close(
+            clock.read(&late, t3, &local).instant_of(NOON + 3),
+            t1 + ms(2_000),
+        );
+        // The service's clock stepped back by 5 s: the new reading wins at once.
+        let t4 = t0 + ms(1_600);
+        let back = with_date("Sun, 22 Nov 2026 11:59:57 GMT");
+        assert_close(
+            clock.read(&back, t4, &local).instant_of(NOON + 3),
+            t4 + ms(6_000),
+        );
     }
 
     #[tokio::test(start_paused = true)]

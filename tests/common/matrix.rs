@@ -436,7 +436,7 @@ fn window_of(request: &LoggedRequest, length: u64) -> u64 {
 
 /// Successes in each window that lies wholly between the first and the last request (zero
 /// where nothing succeeded), on the sandbox's clock.
-fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
+pub fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
     let (Some(first), Some(last)) = (log.first(), log.last()) else {
         return Vec::new();
     };

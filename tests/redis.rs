@@ -1,0 +1,476 @@
+//! The rate-limit state shared through Redis (feature `redis`), against a real `redis-server`
+//! started on a loopback port and the sandbox, on the real clock and a multi-threaded runtime:
+//! a Redis round trip is real I/O, which a paused clock would jump over.
+//!
+//! Every instance is built on its own (`RateLimitScope::Client`, its own `RedisState`), as
+//! separate processes or hosts would be: Redis is all they share.
+
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use common::Captured;
+use common::matrix::successes_per_window;
+use common::redis_server::RedisServer;
+use petstore_client::sandbox::{Fault, LoggedRequest, Plan, Sandbox};
+use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
+use tokio::time::Instant;
+
+const KEY: &str = "FAKE-fleet-key-not-a-secret";
+const TASKS: usize = 16;
+/// The sandbox's minute window, shortened so that ten pass in a test.
+const WINDOW: Duration = Duration::from_secs(2);
+
+async fn sandbox(per_window: u32, per_day: u32, day: Duration) -> Sandbox {
+    Sandbox::builder()
+        .key(
+            KEY,
+            Plan::Enterprise {
+                per_minute: per_window,
+                per_day,
+            },
+        )
+        .minute_window(WINDOW)
+        .day_window(day)
+        .start()
+        .await
+        .expect("the sandbox starts")
+}
+
+/// An instance of its own, sharing through Redis when given its URL.
+fn instance(sandbox: &Sandbox, i: usize, redis: Option<&str>) -> PetStoreClient {
+    let mut builder = PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key(KEY)
+        .user_agent(format!("instance-{i}"))
+        .rate_limit_scope(RateLimitScope::Client);
+    if let Some(url) = redis {
+        builder = builder.shared_state(RedisState::new(url).expect("a Redis URL"));
+    }
+    builder.build().expect("a valid client")
+}
+
+/// What the tasks of a run saw.
+#[derive(Debug, Default)]
+struct Calls {
+    succeeded: usize,
+    failed: BTreeMap<String, usize>,
+    slowest: Duration,
+    /// When each call that returned started, and how long it took.
+    took: Vec<(Instant, Duration)>,
+}
+
+/// `TASKS` tasks per client call back to back until `deadline`; a call cut off by the end of
+/// the run counts for nothing.
+async fn hammer(clients: &[PetStoreClient], deadline: Instant) -> Calls {
+    let mut tasks = Vec::new();
+    for client in clients {
+        for _ in 0..TASKS {
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut calls = Calls::default();
+                while Instant::now() < deadline {
+                    let start = Instant::now();
+                    let call = client.list_pets().limit(1).send();
+                    let Ok(result) = tokio::time::timeout_at(deadline, call).await else {
+                        break;
+                    };
+                    calls.slowest = calls.slowest.max(start.elapsed());
+                    calls.took.push((start, start.elapsed()));
+                    match result {
+                        Ok(_) => calls.succeeded += 1,
+                        Err(error) => {
+                            *calls.failed.entry(error.to_string()).or_default() += 1;
+                            let pause = match error {
+                                Error::Throttled { retry_after, .. } => retry_after,
+                                _ => WINDOW,
+                            };
+                            tokio::time::sleep(pause.min(WINDOW)).await;
+                        }
+                    }
+                }
+                calls
+            }));
+        }
+    }
+    let mut all = Calls::default();
+    for task in tasks {
+        let calls = task.await.expect("a task of the run");
+        all.succeeded += calls.succeeded;
+        all.slowest = all.slowest.max(calls.slowest);
+        all.took.extend(calls.took);
+        for (error, n) in calls.failed {
+            *all.failed.entry(error).or_default() += n;
+        }
+    }
+    all
+}
+
+fn limited(log: &[LoggedRequest]) -> usize {
+    log.iter().filter(|r| r.status == Some(429)).count()
+}
+
+/// Successes over the full windows, as a share of what they allowed.
+fn goodput(log: &[LoggedRequest], per_window: u32) -> (Vec<u64>, f64) {
+    let windows = successes_per_window(log, WINDOW.as_secs());
+    let allowance = windows.len() as f64 * f64::from(per_window);
+    let goodput = windows.iter().sum::<u64>() as f64 / allowance;
+    (windows, goodput)
+}
+
+/// A multi-threaded runtime whose threads, this one included until the guard is dropped, log
+/// to `captured`, up to INFO.
+fn runtime_capturing() -> (
+    tokio::runtime::Runtime,
+    Captured,
+    tracing::dispatcher::DefaultGuard,
+) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .finish(),
+    );
+    let on_start = dispatch.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            // The worker keeps the subscriber for its whole life.
+            std::mem::forget(tracing::dispatcher::set_default(&on_start));
+        })
+        .build()
+        .expect("a runtime");
+    let guard = tracing::dispatcher::set_default(&dispatch);
+    (runtime, captured, guard)
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.lines().filter(|line| line.contains(needle)).count()
+}
+
+const UNREACHABLE: &str = "the shared rate-limit state is unreachable";
+const ANSWERS_AGAIN: &str = "the shared rate-limit state answers again";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
+    const INSTANCES: usize = 8;
+    const PER_WINDOW: u32 = 60;
+    let redis = RedisServer::start();
+    let sandbox = sandbox(PER_WINDOW, 1_000_000, Duration::from_secs(86_400)).await;
+    let clients: Vec<_> = (0..INSTANCES)
+        .map(|i| instance(&sandbox, i, Some(&redis.url())))
+        .collect();
+    let calls = hammer(&clients, Instant::now() + WINDOW * 11).await;
+
+    let log = sandbox.request_log();
+    let stats = sandbox.stats();
+    let (windows, goodput) = goodput(&log, PER_WINDOW);
+    println!(
+        "{INSTANCES} instances × {TASKS} tasks: {} requests, successes per full window \
+         {windows:?} of {PER_WINDOW} ({:.1}%), {} × 429, {} during a cooldown, {} bans, \
+         slowest call {:?}, failures {:?}",
+        log.len(),
+        goodput * 100.0,
+        limited(&log),
+        stats.during_cooldown(),
+        stats.bans(),
+        calls.slowest,
+        calls.failed,
+    );
+    assert_eq!(limited(&log), 0);
+    assert_eq!(stats.bans(), 0);
+    assert!(windows.len() >= 9, "{windows:?}");
+    assert!(goodput >= 0.98, "goodput {:.1}%", goodput * 100.0);
+    assert!(calls.failed.is_empty(), "{:?}", calls.failed);
+
+    // What Redis holds: one hash, named by a hash of the base URL and key, holding only the
+    // windows, and no key, URL or pet.
+    let mut redis = redis_connection(&redis).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let name = &keys[0];
+    let hash = name
+        .strip_prefix("petstore-client:v1:")
+        .expect("the documented prefix");
+    assert!(hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(name)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let text = format!("{hash} {fields:?}");
+    for secret in [KEY, "127.0.0.1", "/v1", "pets", "Rex"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert!(
+        fields.iter().all(
+            |(field, _)| ["seq", "cool", "half", "probe"].contains(&field.as_str())
+                || field == &format!("w:{PER_WINDOW}")
+        ),
+        "{fields:?}"
+    );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(name)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!((0..=62_000).contains(&ttl), "expires: {ttl} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_instances_sharing_redis_spend_the_day_budget_exactly() {
+    const INSTANCES: usize = 8;
+    const PER_DAY: u32 = 50;
+    const DAY: Duration = Duration::from_secs(10);
+    let redis = RedisServer::start();
+    let sandbox = sandbox(20, PER_DAY, DAY).await;
+    let clients: Vec<_> = (0..INSTANCES)
+        .map(|i| instance(&sandbox, i, Some(&redis.url())))
+        .collect();
+    let calls = hammer(&clients, Instant::now() + DAY * 3).await;
+
+    let log = sandbox.request_log();
+    let days = successes_per_window(&log, DAY.as_secs());
+    let minutes = successes_per_window(&log, WINDOW.as_secs());
+    println!(
+        "{INSTANCES} instances, minute 20 and day {PER_DAY}: successes per full day {days:?}, \
+         {} × 429, {} bans, slowest call {:?}, failures {:?}",
+        limited(&log),
+        sandbox.stats().bans(),
+        calls.slowest,
+        calls.failed,
+    );
+    assert_eq!(limited(&log), 0);
+    assert_eq!(sandbox.stats().bans(), 0);
+    assert!(!days.is_empty() && days.iter().all(|n| *n == u64::from(PER_DAY)));
+    assert!(minutes.iter().all(|n| *n <= 20), "{minutes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_seen_by_one_instance_holds_every_instance() {
+    const INSTANCES: usize = 4;
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(3).times(1));
+    let clients: Vec<_> = (0..INSTANCES)
+        .map(|i| instance(&sandbox, i, Some(&redis.url())))
+        .collect();
+    let start = Instant::now();
+    let calls: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send().await })
+        })
+        .collect();
+    for call in calls {
+        call.await
+            .unwrap()
+            .expect("every call succeeds after the cooldown");
+    }
+
+    let log = sandbox.request_log();
+    assert_eq!(limited(&log), 1, "{log:?}");
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "no instance sent a request inside the Retry-After: {log:?}"
+    );
+    let first_success = log.iter().find(|r| r.status == Some(200)).unwrap();
+    assert!(first_success.at - start >= Duration::from_secs(3));
+}
+
+#[test]
+fn calls_go_on_when_redis_is_killed_and_share_again_when_it_is_back() {
+    const INSTANCES: usize = 8;
+    const PER_WINDOW: u32 = 60;
+    const PHASE: Duration = Duration::from_secs(6);
+    let (runtime, captured, _logs) = runtime_capturing();
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let (calls, log, killed_at, back_at, sandbox, slowest_up, slowest_down) =
+        runtime.block_on(async {
+            let sandbox = sandbox(PER_WINDOW, 1_000_000, Duration::from_secs(86_400)).await;
+            let clients: Vec<_> = (0..INSTANCES)
+                .map(|i| instance(&sandbox, i, Some(&url)))
+                .collect();
+            let start = Instant::now();
+            let run = tokio::spawn({
+                let clients = clients.clone();
+                async move { hammer(&clients, start + PHASE * 3).await }
+            });
+            tokio::time::sleep_until(start + PHASE).await;
+            let killed_at = SystemTime::now();
+            let killed = Instant::now();
+            redis.kill();
+            tokio::time::sleep_until(start + PHASE * 2).await;
+            redis.restart();
+            let back_at = SystemTime::now();
+            let back = Instant::now();
+            let calls = run.await.unwrap();
+            let slowest = |from: Instant, to: Instant| {
+                calls
+                    .took
+                    .iter()
+                    .filter(|(started, _)| (from..to).contains(started))
+                    .map(|(_, took)| *took)
+                    .max()
+                    .unwrap_or_default()
+            };
+            // Calls started in the second window on, once the queues have formed.
+            let slowest_up = slowest(start + WINDOW, killed);
+            let slowest_down = slowest(killed, back);
+            (
+                calls,
+                sandbox.request_log(),
+                killed_at,
+                back_at,
+                sandbox,
+                slowest_up,
+                slowest_down,
+            )
+        });
+
+    let phase = |from: SystemTime, to: SystemTime| -> Vec<&LoggedRequest> {
+        log.iter()
+            .filter(|r| r.server_time >= from && r.server_time < to)
+            .collect()
+    };
+    let far = SystemTime::now() + Duration::from_secs(3_600);
+    let before = phase(SystemTime::UNIX_EPOCH, killed_at);
+    let down = phase(killed_at, back_at);
+    // The first window after the restart is the fleet finding the state again.
+    let again = phase(back_at + WINDOW, far);
+    let count_429 =
+        |requests: &[&LoggedRequest]| requests.iter().filter(|r| r.status == Some(429)).count();
+    let text = captured.text();
+    println!(
+        "{INSTANCES} instances: {} calls succeeded, failures {:?}, slowest call {:?}; \
+         requests / 429s with Redis {} / {}, Redis killed {} / {}, Redis back {} / {}; \
+         {} bans; {} warnings, {} recoveries; slowest call started with Redis {:?}, \
+         without {:?}",
+        calls.succeeded,
+        calls.failed,
+        calls.slowest,
+        before.len(),
+        count_429(&before),
+        down.len(),
+        count_429(&down),
+        again.len(),
+        count_429(&again),
+        sandbox.stats().bans(),
+        count(&text, UNREACHABLE),
+        count(&text, ANSWERS_AGAIN),
+        slowest_up,
+        slowest_down,
+    );
+    assert!(calls.failed.is_empty(), "{:?}", calls.failed);
+    // No call waited for Redis: calls wait in their instance's queue for its share of the
+    // budget, as they did with Redis, plus one Redis timeout at most.
+    assert!(
+        slowest_down <= slowest_up + WINDOW,
+        "{slowest_down:?} without Redis, {slowest_up:?} with it"
+    );
+    assert_eq!(sandbox.stats().bans(), 0);
+    assert_eq!(count_429(&before), 0);
+    assert_eq!(count_429(&again), 0);
+    assert!(!down.is_empty(), "calls went on while Redis was down");
+    // Each instance warned once for the outage, and found Redis back once.
+    assert_eq!(count(&text, UNREACHABLE), INSTANCES, "{text}");
+    assert_eq!(count(&text, ANSWERS_AGAIN), INSTANCES, "{text}");
+    // Sharing resumed: every request after the restart was admitted through Redis.
+    let admissions = runtime.block_on(async {
+        let mut redis = redis_connection(&redis).await;
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        script_calls(&stats)
+    });
+    // Each instance tries Redis again once a second while it is down.
+    assert!(
+        admissions >= again.len(),
+        "{admissions} script calls for {} requests",
+        again.len()
+    );
+}
+
+#[test]
+fn calls_go_on_without_waiting_when_redis_is_unreachable_or_frozen() {
+    let (runtime, captured, _logs) = runtime_capturing();
+    let redis = RedisServer::start();
+    let refused = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!(
+            "redis://127.0.0.1:{}/",
+            listener.local_addr().unwrap().port()
+        )
+    };
+    runtime.block_on(async {
+        let sandbox = sandbox(10_000, 1_000_000, Duration::from_secs(86_400)).await;
+        // Nothing listens: connections are refused.
+        let client = instance(&sandbox, 0, Some(&refused));
+        for _ in 0..20 {
+            let start = Instant::now();
+            client.list_pets().limit(1).send().await.unwrap();
+            assert!(start.elapsed() < Duration::from_millis(500));
+        }
+        let text = captured.text();
+        assert_eq!(count(&text, UNREACHABLE), 1, "{text}");
+
+        // Frozen: connected, and nothing answers.
+        let client = instance(&sandbox, 1, Some(&redis.url()));
+        client.list_pets().limit(1).send().await.unwrap();
+        redis.freeze();
+        let start = Instant::now();
+        for _ in 0..20 {
+            client.list_pets().limit(1).send().await.unwrap();
+        }
+        let frozen_for = start.elapsed();
+        redis.thaw();
+        // One timeout (250 ms) per second at most, not one per call.
+        assert!(frozen_for < Duration::from_secs(2), "{frozen_for:?}");
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        client.list_pets().limit(1).send().await.unwrap();
+    });
+    let text = captured.text();
+    assert_eq!(count(&text, UNREACHABLE), 2, "{text}");
+    assert_eq!(count(&text, ANSWERS_AGAIN), 1, "{text}");
+    assert!(!text.contains(KEY));
+}
+
+async fn redis_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection to the test's redis-server")
+}
+
+/// How many times scripts ran, from `INFO commandstats`.
+fn script_calls(stats: &str) -> usize {
+    stats
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum()
+}
