@@ -11,14 +11,10 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use petstore_client::NewPet;
-use support::{Raw, crate_client, fan_out, http_client, start_server};
+use support::{Raw, crate_client, fan_out, http_client, runtime, start_server};
 
 fn overhead(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let addr = rt.block_on(start_server());
     let http = http_client();
     let client = crate_client(addr, http.clone());

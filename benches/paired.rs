@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use petstore_client::{NewPet, PetStoreClient};
-use support::{Raw, crate_client, fan_out, http_client, start_server};
+use support::{Raw, crate_client, fan_out, http_client, runtime, start_server};
 use tokio::runtime::Runtime;
 
 const ROUNDS: usize = 41;
@@ -71,11 +71,7 @@ fn batch(
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let addr = rt.block_on(start_server());
     let http = http_client();
     let client = crate_client(addr, http.clone());

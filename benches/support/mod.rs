@@ -166,6 +166,15 @@ async fn read_head(
     }
 }
 
+/// The runtime the loopback benches run on: two worker threads.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The `reqwest::Client` both sides use: same settings, same pool.
 pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
