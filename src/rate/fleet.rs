@@ -7,6 +7,9 @@
 //! per outage and one try per [`RETRY_EVERY`] to find the store back. Without a store, the
 //! process's own state (the rest of this module) is the whole of the discipline.
 
+// Without the `redis` feature no store exists, and the parts only a store uses go unused.
+#![cfg_attr(not(feature = "redis"), allow(dead_code))]
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
