@@ -241,11 +241,13 @@ impl RateLimiter {
                         state.in_flight += 1;
                         state.probe_in_flight |= probe;
                         state.last_admit = Some(now);
-                        let metered = self.pacing != Pacing::Off
-                            && state.budgets.known(now) != Known::Unmetered;
-                        let pending = match self.fleet {
-                            Some(_) => std::mem::take(&mut state.pending),
-                            None => Vec::new(),
+                        let (pending, metered) = match self.fleet {
+                            Some(_) => (
+                                std::mem::take(&mut state.pending),
+                                self.pacing != Pacing::Off
+                                    && state.budgets.known(now) != Known::Unmetered,
+                            ),
+                            None => (Vec::new(), false),
                         };
                         let permit = Permit {
                             shared,

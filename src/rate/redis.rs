@@ -181,10 +181,15 @@ impl RedisStore {
                 .arg(ends_in.as_millis() as u64)
                 .arg(report.admitted);
         }
-        invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(|error| error.to_string())
+        match invocation.invoke_async(&mut connection).await {
+            // A connection lost while Redis was away fails once, and the manager starts a new
+            // one: the second try waits for it, so that a Redis that is back is found at once.
+            Err(error) if error.is_io_error() || error.is_connection_dropped() => invocation
+                .invoke_async(&mut self.connection().await?)
+                .await
+                .map_err(|error| error.to_string()),
+            result => result.map_err(|error| error.to_string()),
+        }
     }
 }
 
