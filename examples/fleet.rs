@@ -5,14 +5,28 @@
 //! `cargo run --release --example fleet -- [--processes 4] [--tasks 16] [--seconds 60]
 //! [--window 10] [--per-window 60]`
 //!
+//! The same fleet sharing its rate-limit state in Redis (`RedisState`, feature `redis`), in a
+//! `redis-server` the example starts on a free loopback port and kills at the end (Debian
+//! package `redis-server`), or in one already running:
+//!
+//! `cargo run --release --features redis --example fleet -- --processes 4 --tasks 16
+//! --seconds 60 --window 10 --per-window 60 --start-redis`
+//!
+//! `cargo run --release --features redis --example fleet -- --redis redis://127.0.0.1:6379/`
+//!
 //! The parent starts the sandbox built from `examples/sandbox.rs` (building it if it is not
 //! next to this executable), then `--processes` copies of itself in worker mode. Each worker
-//! builds one client with the library's defaults and runs `--tasks` tasks calling `listPets`
-//! back to back until the deadline. The parent adds up the successes per rate window (by the
+//! builds one client with the library's defaults (and `.shared_state(RedisState::new(url)?)`
+//! with `--redis` or `--start-redis`) and runs `--tasks` tasks calling `listPets` back to back
+//! until the deadline. The parent adds up the successes per rate window (by the
 //! `X-RateLimit-Reset` each response reported), counts only the windows that lie wholly within
 //! the run, and prints goodput (successes over allowance) with the sandbox's own counts of
-//! 429s, calls during a cooldown and bans. It exits with status 1 if any key was banned or
-//! goodput is under 90%.
+//! 429s, calls during a cooldown and bans, and whether Redis was used. It exits with status 1
+//! if any key was banned or goodput is under 90%.
+
+#[path = "../tests/common/redis_server.rs"]
+#[allow(dead_code)] // the tests' helper: this example only starts and stops the server
+mod redis_server;
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -22,10 +36,15 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use petstore_client::{Error, PetStoreClient};
+use petstore_client::{Error, PetStoreClient, PetStoreClientBuilder};
 
-const USAGE: &str = "usage: cargo run --release --example fleet -- [--processes 4] [--tasks 16] \
-[--seconds 60] [--window 10] [--per-window 60]";
+const USAGE: &str = "usage: cargo run --release [--features redis] --example fleet -- \
+[--processes 4] [--tasks 16] [--seconds 60] [--window 10] [--per-window 60] \
+[--redis URL | --start-redis]";
+
+/// Why `--redis` and `--start-redis` fail in a build without the feature.
+const NEEDS_REDIS_FEATURE: &str = "--redis and --start-redis need the `redis` feature: add \
+`--features redis` (cargo run --release --features redis --example fleet -- ...)";
 
 /// The key the standalone sandbox registers for `--per-minute` and `--per-day`.
 const FLEET_KEY: &str = "fleet-key";
@@ -54,6 +73,16 @@ struct Options {
     seconds: u64,
     window: u64,
     per_window: u64,
+    redis: Option<Redis>,
+}
+
+/// Where the workers share their rate-limit state.
+#[derive(Debug)]
+enum Redis {
+    /// `--redis URL`: a server already running.
+    Given(String),
+    /// `--start-redis`: a server this run starts and kills.
+    Start,
 }
 
 fn parent(args: &[String]) -> Result<ExitCode, String> {
@@ -63,18 +92,22 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
         seconds: 60,
         window: 10,
         per_window: 60,
+        redis: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"));
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
+        };
         match arg.as_str() {
-            "--processes" => options.processes = number(arg, value?)?,
-            "--tasks" => options.tasks = number(arg, value?)?,
-            "--seconds" => options.seconds = number(arg, value?)?,
-            "--window" => options.window = number(arg, value?)?,
-            "--per-window" => options.per_window = number(arg, value?)?,
+            "--processes" => options.processes = number(arg, value()?)?,
+            "--tasks" => options.tasks = number(arg, value()?)?,
+            "--seconds" => options.seconds = number(arg, value()?)?,
+            "--window" => options.window = number(arg, value()?)?,
+            "--per-window" => options.per_window = number(arg, value()?)?,
+            "--redis" => options.redis = Some(Redis::Given(value()?.clone())),
+            "--start-redis" => options.redis = Some(Redis::Start),
             other => return Err(format!("unknown argument: {other}\n{USAGE}")),
         }
     }
@@ -83,15 +116,51 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
             "--window, --processes and --tasks must be at least 1\n{USAGE}"
         ));
     }
+    if options.redis.is_some() && !cfg!(feature = "redis") {
+        return Err(NEEDS_REDIS_FEATURE.to_owned());
+    }
 
+    // Dropped at the end of the run, or on any error: killed by its PID.
+    let server = match options.redis {
+        Some(Redis::Start) => Some(start_redis()?),
+        _ => None,
+    };
+    let redis_url = match &options.redis {
+        Some(Redis::Given(url)) => Some(url.clone()),
+        Some(Redis::Start) => server.as_ref().map(redis_server::RedisServer::url),
+        None => None,
+    };
     let mut sandbox = start_sandbox(&options)?;
-    let outcome = run_workers(&options, &mut sandbox);
+    let outcome = run_workers(&options, &mut sandbox, redis_url.as_deref());
     if outcome.is_err() {
         let _ = sandbox.child.kill();
     }
     let workers = outcome?;
+    drop(server);
     let stats = sandbox.stats()?;
     Ok(report(&options, &workers, &stats))
+}
+
+/// A `redis-server` on a free loopback port, answering `PING`; killed by its PID when dropped.
+fn start_redis() -> Result<redis_server::RedisServer, String> {
+    // Said here rather than in the helper's panic, with what to do about it.
+    if let Err(error) = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+    {
+        return Err(format!(
+            "--start-redis: cannot run redis-server ({error}): install the Debian package \
+             redis-server (`apt-get install -y redis-server`), or give --redis URL"
+        ));
+    }
+    let server = redis_server::RedisServer::start();
+    eprintln!(
+        "fleet: redis-server at {} (pid {})",
+        server.url(),
+        server.pid().unwrap_or(0)
+    );
+    Ok(server)
 }
 
 /// The standalone sandbox process and its base URL.
@@ -185,10 +254,14 @@ struct Workers {
     to_ms: u64,
 }
 
-fn run_workers(options: &Options, sandbox: &mut SandboxProcess) -> Result<Workers, String> {
+fn run_workers(
+    options: &Options,
+    sandbox: &mut SandboxProcess,
+    redis_url: Option<&str>,
+) -> Result<Workers, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let children = (0..options.processes)
-        .map(|index| spawn_worker(&exe, index, options, &sandbox.base_url))
+        .map(|index| spawn_worker(&exe, index, options, &sandbox.base_url, redis_url))
         .collect::<Result<Vec<_>, _>>()?;
     let mut workers = Workers {
         to_ms: u64::MAX,
@@ -216,14 +289,20 @@ fn spawn_worker(
     index: u32,
     options: &Options,
     base_url: &str,
+    redis_url: Option<&str>,
 ) -> Result<Child, String> {
-    Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .arg("--worker")
         .args(["--index", &index.to_string()])
         .args(["--base-url", base_url])
         .args(["--key", FLEET_KEY])
         .args(["--tasks", &options.tasks.to_string()])
-        .args(["--seconds", &options.seconds.to_string()])
+        .args(["--seconds", &options.seconds.to_string()]);
+    if let Some(url) = redis_url {
+        command.args(["--redis", url]);
+    }
+    command
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start worker {index}: {e}"))
@@ -337,9 +416,15 @@ fn report(options: &Options, workers: &Workers, sandbox: &Counts) -> ExitCode {
         println!("  calls abandoned at the deadline: {}", workers.abandoned);
     }
     let goodput_text = goodput.map_or("n/a".to_owned(), |g| format!("{:.1}%", g * 100.0));
-    let rows: [(&str, String); 10] = [
+    let redis = match &options.redis {
+        None => "no",
+        Some(Redis::Given(_)) => "yes (--redis)",
+        Some(Redis::Start) => "yes (started)",
+    };
+    let rows: [(&str, String); 11] = [
         ("processes", options.processes.to_string()),
         ("tasks per process", options.tasks.to_string()),
+        ("shared in Redis", redis.to_owned()),
         ("windows counted", full.len().to_string()),
         ("allowance", allowance.to_string()),
         ("successes in them", successes.to_string()),
@@ -415,13 +500,14 @@ mod worker {
         }
     }
 
-    /// `--index I --base-url URL --key KEY --tasks N --seconds S`.
+    /// `--index I --base-url URL --key KEY --tasks N --seconds S [--redis URL]`.
     pub(super) fn main(args: &[String]) -> Result<ExitCode, String> {
         let mut index = 0u32;
         let mut base_url = None;
         let mut key = None;
         let mut tasks = 16u32;
         let mut seconds = 60u64;
+        let mut redis = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             let value = args.next().ok_or_else(|| format!("{arg} needs a value"))?;
@@ -431,20 +517,43 @@ mod worker {
                 "--key" => key = Some(value.clone()),
                 "--tasks" => tasks = number(arg, value)?,
                 "--seconds" => seconds = number(arg, value)?,
+                "--redis" => redis = Some(value.clone()),
                 other => return Err(format!("worker: unknown argument: {other}")),
             }
         }
         let base_url = base_url.ok_or("worker: --base-url is required")?;
         let key = key.ok_or("worker: --key is required")?;
-        let client = PetStoreClient::builder()
+        let mut builder = PetStoreClient::builder()
             .base_url(base_url)
             .api_key(key)
-            .user_agent(format!("fleet-worker-{index}"))
+            .user_agent(format!("fleet-worker-{index}"));
+        if let Some(url) = redis {
+            builder = shared_state(builder, &url)?;
+        }
+        let client = builder
             .build()
             .map_err(|e| format!("worker {index}: {e}"))?;
         let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
         runtime.block_on(run(client, tasks, seconds));
         Ok(ExitCode::SUCCESS)
+    }
+
+    /// The builder with the rate-limit state shared in the Redis at `url`.
+    #[cfg(feature = "redis")]
+    fn shared_state(
+        builder: PetStoreClientBuilder,
+        url: &str,
+    ) -> Result<PetStoreClientBuilder, String> {
+        let state = petstore_client::RedisState::new(url).map_err(|e| e.to_string())?;
+        Ok(builder.shared_state(state))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    fn shared_state(
+        _builder: PetStoreClientBuilder,
+        _url: &str,
+    ) -> Result<PetStoreClientBuilder, String> {
+        Err(NEEDS_REDIS_FEATURE.to_owned())
     }
 
     async fn run(client: PetStoreClient, tasks: u32, seconds: u64) {

@@ -1,6 +1,7 @@
 //! A real `redis-server` (Debian package `redis-server`) on a free loopback port, without
 //! persistence, started for a test and stopped by its PID when dropped. A test that needs one
-//! fails loudly when it cannot start: `.ci/run` installs the package.
+//! fails loudly when it cannot start: `.ci/run` installs the package. `examples/fleet.rs`
+//! includes this file too, for `--start-redis`.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
