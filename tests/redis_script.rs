@@ -1,0 +1,159 @@
+//! The Lua script that keeps the shared rate-limit state (`src/rate/redis.lua`), run on a real
+//! `redis-server` with chosen arguments: each rule of its contract, one at a time, without a
+//! fleet's timing in the way.
+
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+const SCRIPT: &str = include_str!("../src/rate/redis.lua");
+const NAME: &str = "petstore-client:v1:00000000000000000000000000000000";
+
+/// One window report: limit, remaining, period, ms until it ends, admission number.
+type Report = (u64, i64, i64, u64, u64);
+
+struct State {
+    connection: MultiplexedConnection,
+    script: redis::Script,
+}
+
+impl State {
+    async fn new(server: &RedisServer) -> Self {
+        let connection = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection to the test's redis-server");
+        Self {
+            connection,
+            script: redis::Script::new(SCRIPT),
+        }
+    }
+
+    async fn call(&mut self, mode: &str, outcome: &str, reports: &[Report]) -> Vec<i64> {
+        let mut invocation = self.script.key(NAME);
+        invocation.arg(mode).arg("1").arg(2_000).arg(outcome);
+        for &(limit, remaining, period, ends_in, admitted) in reports {
+            invocation
+                .arg(limit)
+                .arg(remaining)
+                .arg(period)
+                .arg(ends_in)
+                .arg(admitted);
+        }
+        invocation.invoke_async(&mut self.connection).await.unwrap()
+    }
+
+    async fn admit(&mut self, reports: &[Report]) -> Vec<i64> {
+        self.call("admit", "", reports).await
+    }
+
+    async fn report(&mut self, outcome: &str, reports: &[Report]) {
+        self.call("report", outcome, reports).await;
+    }
+
+    /// The window of `limit`: (period, left).
+    async fn window(&mut self, limit: u64) -> Option<(i64, i64)> {
+        let value: Option<String> = redis::cmd("HGET")
+            .arg(NAME)
+            .arg(format!("w:{limit}"))
+            .query_async(&mut self.connection)
+            .await
+            .unwrap();
+        let value = value?;
+        let mut parts = value.split(':').map(|part| part.parse::<i64>().unwrap());
+        Some((parts.next().unwrap(), parts.next().unwrap()))
+    }
+}
+
+/// A hold's kind and length, with the length checked to be within `around` ± 100 ms.
+fn held(reply: &[i64], kind: i64, around: i64) {
+    assert_eq!(reply[0], kind, "{reply:?}");
+    assert!((reply[1] - around).abs() <= 100, "{reply:?}");
+}
+
+#[tokio::test]
+async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    // Nothing known: the first request is the probe, numbered 1; the next waits for it.
+    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+    held(&state.admit(&[]).await, 2, 2_000);
+    // The probe's answer: 2 left of 60, the period ends in 10 s.
+    state.report("ok", &[(60, 2, 1_000, 10_000, 1)]).await;
+    assert_eq!(state.window(60).await, Some((1_000, 2)));
+    assert_eq!(state.admit(&[]).await, [0, 0, 2]);
+    assert_eq!(state.admit(&[]).await, [0, 0, 3]);
+    held(&state.admit(&[]).await, 3, 10_000);
+    // A higher report of the same period gives nothing back.
+    state.report("", &[(60, 40, 1_000, 10_000, 3)]).await;
+    held(&state.admit(&[]).await, 3, 10_000);
+}
+
+#[tokio::test]
+async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+    state.report("ok", &[(60, 59, 1_000, 10_000, 1)]).await;
+    for n in 2..=5 {
+        assert_eq!(state.admit(&[]).await, [0, 0, n]);
+    }
+    assert_eq!(state.window(60).await, Some((1_000, 55)));
+    // The next period, reported late by the answer to admission 3: the two admitted after it
+    // may not be counted in its 58 yet.
+    state.report("", &[(60, 58, 1_060, 70_000, 3)]).await;
+    assert_eq!(state.window(60).await, Some((1_060, 56)));
+    // A window the headers show for the first time (the day, now binding) opens the same way.
+    state.report("", &[(1_000, 20, 90_000, 600_000, 4)]).await;
+    assert_eq!(state.window(1_000).await, Some((90_000, 19)));
+    // Within an open window a report only lowers what is left, as it says.
+    state.report("", &[(60, 50, 1_060, 70_000, 5)]).await;
+    assert_eq!(state.window(60).await, Some((1_060, 50)));
+}
+
+#[tokio::test]
+async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+    state.report("ok", &[(60, 30, 1_000, 50, 1)]).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The reporter's clock still had time left in that period: the store's says it is over.
+    let reply = state.admit(&[(60, 20, 1_000, 5_000, 1)]).await;
+    assert_eq!(
+        reply[..2],
+        [0, 1],
+        "the next period is probed, not spent blind"
+    );
+    assert_eq!(
+        state.window(60).await.map(|(period, _)| period),
+        Some(1_000)
+    );
+    held(&state.admit(&[]).await, 2, 2_000);
+}
+
+#[tokio::test]
+async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+    state.report("ok", &[(60, 50, 1_000, 60_000, 1)]).await;
+    // A 429 seen by some instance: quiet for 300 ms.
+    state.report("300", &[]).await;
+    held(&state.admit(&[]).await, 1, 300);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let probe = state.admit(&[]).await;
+    assert_eq!(probe[..2], [0, 1]);
+    held(&state.admit(&[]).await, 2, 2_000);
+    // The probe's normal answer releases the others.
+    state
+        .report("ok", &[(60, 48, 1_000, 59_000, probe[2] as u64)])
+        .await;
+    assert_eq!(state.admit(&[]).await[..2], [0, 0]);
+}
