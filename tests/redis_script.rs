@@ -35,6 +35,14 @@ impl State {
         }
     }
 
+    /// A state whose first request, the probe, was answered with `window`.
+    async fn probed(server: &RedisServer, window: Report) -> Self {
+        let mut state = Self::new(server).await;
+        assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+        state.report("ok", &[window]).await;
+        state
+    }
+
     async fn call(&mut self, mode: &str, outcome: &str, reports: &[Report]) -> Vec<i64> {
         let mut invocation = self.script.key(NAME);
         invocation.arg(mode).arg("1").arg(2_000).arg(outcome);
@@ -98,9 +106,7 @@ async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent
 #[tokio::test]
 async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it() {
     let server = RedisServer::start();
-    let mut state = State::new(&server).await;
-    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
-    state.report("ok", &[(60, 59, 1_000, 10_000, 1)]).await;
+    let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
     for n in 2..=5 {
         assert_eq!(state.admit(&[]).await, [0, 0, n]);
     }
@@ -120,9 +126,7 @@ async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it
 #[tokio::test]
 async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
     let server = RedisServer::start();
-    let mut state = State::new(&server).await;
-    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
-    state.report("ok", &[(60, 30, 1_000, 50, 1)]).await;
+    let mut state = State::probed(&server, (60, 30, 1_000, 50, 1)).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     // The reporter's clock still had time left in that period: the store's says it is over.
     let reply = state.admit(&[(60, 20, 1_000, 5_000, 1)]).await;
@@ -141,9 +145,7 @@ async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
 #[tokio::test]
 async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
     let server = RedisServer::start();
-    let mut state = State::new(&server).await;
-    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
-    state.report("ok", &[(60, 50, 1_000, 60_000, 1)]).await;
+    let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
     // A 429 seen by some instance: quiet for 300 ms.
     state.report("300", &[]).await;
     held(&state.admit(&[]).await, 1, 300);
