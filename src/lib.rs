@@ -94,8 +94,11 @@
 //!
 //! Instances that share a key coordinate only through the service's headers: a few 429s at
 //! the edge of a window remain possible (at most one per instance and window, each followed by
-//! silence until its `Retry-After` ends). See [`RetryPolicy`] for the defaults and the full
-//! table of what is retried.
+//! silence until its `Retry-After` ends). With the `redis` feature,
+//! `PetStoreClientBuilder::shared_state(RedisState::new(url)?)` shares one budget per window
+//! and one cooldown across hosts instead, and the process's own discipline takes over while
+//! Redis is unreachable. See [`RetryPolicy`] for the defaults and the full table of what is
+//! retried.
 //!
 //! # The deprecated `getPet`
 //!
