@@ -193,12 +193,7 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
     assert!(calls.failed.is_empty(), "{:?}", calls.failed);
 
     let mut redis = redis_connection(&redis).await;
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    let round_trips = script_calls(&stats);
+    let round_trips = script_calls(&mut redis).await;
     println!(
         "{round_trips} Redis round trips for {} requests ({:.3} per request)",
         log.len(),
@@ -432,15 +427,8 @@ fn calls_go_on_when_redis_is_killed_and_share_again_when_it_is_back() {
     assert_eq!(count(&text, UNREACHABLE), INSTANCES, "{text}");
     assert_eq!(count(&text, ANSWERS_AGAIN), INSTANCES, "{text}");
     // Sharing resumed: every request after the restart was admitted through Redis.
-    let admissions = runtime.block_on(async {
-        let mut redis = redis_connection(&redis).await;
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        script_calls(&stats)
-    });
+    let admissions =
+        runtime.block_on(async { script_calls(&mut redis_connection(&redis).await).await });
     // Each instance tries Redis again once a second while it is down.
     assert!(
         admissions >= again.len(),
@@ -501,8 +489,13 @@ async fn redis_connection(server: &RedisServer) -> redis::aio::MultiplexedConnec
         .expect("a connection to the test's redis-server")
 }
 
-/// How many times scripts ran, from `INFO commandstats`.
-fn script_calls(stats: &str) -> usize {
+/// How many times scripts ran since the server started, from `INFO commandstats`.
+async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usize {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
     stats
         .lines()
         .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
