@@ -10,21 +10,11 @@ use std::time::Duration;
 
 use common::sandbox_client;
 use http::StatusCode;
-use petstore_client::sandbox::{Fault, Plan, Sandbox};
+use petstore_client::sandbox::{Fault, Plan};
 use petstore_client::{
     Error, NewPet, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause,
 };
 use tokio::time::Instant;
-
-/// A sandbox whose clock starts as a window opens, so that spending a window's budget never
-/// straddles a reset, whatever the wall clock reads when the test runs.
-async fn at_a_window_start() -> Sandbox {
-    Sandbox::builder()
-        .clock_start(std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
-        .start()
-        .await
-        .unwrap()
-}
 
 /// Makes `n` calls, each reaching the line before the next is made; the order they completed.
 async fn completion_order(client: &PetStoreClient, n: usize) -> Vec<usize> {
@@ -71,7 +61,7 @@ async fn spend_the_window(client: &PetStoreClient, requests: usize) {
 
 #[tokio::test(start_paused = true)]
 async fn held_calls_are_admitted_first_in_first_out() {
-    let sandbox = at_a_window_start().await;
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()
@@ -90,7 +80,7 @@ async fn held_calls_are_admitted_first_in_first_out() {
 
 #[tokio::test(start_paused = true)]
 async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .build()
         .unwrap();
@@ -104,7 +94,7 @@ async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
         .call_timeout(Duration::from_secs(10))
         .build()
@@ -142,7 +132,7 @@ async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
 
 #[tokio::test(start_paused = true)]
 async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
         .pacing(Pacing::Sole)
         .build()
@@ -185,7 +175,7 @@ async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() 
 
 #[tokio::test(start_paused = true)]
 async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not_to() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let key = sandbox.key(Plan::Pro);
     let build = |scope| {
         sandbox_client(&sandbox, key, RetryPolicy::none())
@@ -226,7 +216,7 @@ async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not
 
 #[tokio::test(start_paused = true)]
 async fn quota_is_the_lowest_remaining_of_the_newest_window() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()
@@ -239,7 +229,7 @@ async fn quota_is_the_lowest_remaining_of_the_newest_window() {
 
 #[tokio::test(start_paused = true)]
 async fn attempts_counts_every_request_whatever_the_error() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
         .build()
         .unwrap();
@@ -258,7 +248,7 @@ async fn attempts_counts_every_request_whatever_the_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
-    let sandbox = Sandbox::builder()
+    let sandbox = common::sandbox_builder()
         .key(
             "tiny",
             Plan::Enterprise {
@@ -287,7 +277,7 @@ async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait() {
-    let sandbox = at_a_window_start().await;
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()
@@ -318,35 +308,8 @@ async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait(
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_held_call_logs_its_true_reason_once_per_hold() {
-    let sandbox = Sandbox::start().await.unwrap();
-    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
-        .build()
-        .unwrap();
-    let (logs, _guard) = common::capture(tracing::Level::DEBUG);
-
-    create_concurrently(&client, 30).await;
-
-    let text = logs.text();
-    let holds: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("holding request"))
-        .collect();
-    // A fresh client waits for its first answer to learn the budget; nothing was spent.
-    assert!(
-        holds[0].contains("waiting for a response to tell the rate-limit budget"),
-        "{}",
-        holds[0]
-    );
-    assert!(!text.contains("budget of the window is spent"), "{text}");
-    // Only the call first in line waits on the state, and it says so once per hold: one
-    // probe wait, then at most one pacing wait for each call after it.
-    assert!(holds.len() <= 30, "{} hold lines for 30 calls", holds.len());
-}
-
-#[tokio::test(start_paused = true)]
 async fn a_429_whose_body_is_cut_short_still_gets_its_wait() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
         .build()
         .unwrap();

@@ -185,7 +185,7 @@ async fn clones_dropped_mid_flight_do_not_disturb_the_others() {
 
 #[tokio::test(start_paused = true)]
 async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
-    let sandbox = petstore_client::sandbox::Sandbox::builder()
+    let sandbox = common::sandbox_builder()
         .key(
             "big",
             petstore_client::sandbox::Plan::Enterprise {
@@ -196,8 +196,10 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
         .start()
         .await
         .unwrap();
-    // Sole: the client may spend each window's budget as fast as calls come.
-    let client = common::sandbox_client(&sandbox, "big", RetryPolicy::default())
+    // Sole: the client may spend each window's budget as fast as calls come. The last 200
+    // calls wait two whole windows, as long as the default `max_server_wait`: allow more.
+    let policy = RetryPolicy::default().with_max_server_wait(Duration::from_secs(180));
+    let client = common::sandbox_client(&sandbox, "big", policy)
         .pacing(Pacing::Sole)
         .build()
         .unwrap();
@@ -221,7 +223,10 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
     // window took more than its 400, and the windows before the last were used to the full.
     let used: Vec<usize> = remaining_by_window.values().map(Vec::len).collect();
     assert_eq!(used.iter().sum::<usize>(), 1000);
-    assert!(used[..used.len() - 1].iter().all(|n| *n == 400), "{used:?}");
+    assert!(
+        used[..used.len() - 1].iter().all(|n| *n == 400),
+        "expected every window but the last to serve 400 calls, they served {used:?}"
+    );
     for remaining in remaining_by_window.values_mut() {
         let responses = remaining.len();
         remaining.sort_unstable();
@@ -231,7 +236,10 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
             responses,
             "two responses saw the same remaining"
         );
-        assert!(responses <= 400);
+        assert!(
+            responses <= 400,
+            "expected at most 400 responses in a window, got {responses}"
+        );
     }
     assert_eq!(sandbox.stats().total(), 1000);
     assert!(sandbox.request_log().iter().all(|r| r.status == Some(200)));

@@ -29,6 +29,7 @@ fn deprecated(template: ResponseTemplate) -> ResponseTemplate {
 #[tokio::test]
 #[allow(deprecated)]
 async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_process() {
+    let (captured, _guard) = capture(tracing::Level::WARN);
     let server = start().await;
     api_request("GET", PET_42)
         .respond_with(deprecated(json(200, fixtures::PET_42)))
@@ -36,7 +37,6 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
         .mount(&server)
         .await;
     mount_list(&server, deprecated(json(200, "[]")), 1).await;
-    let (captured, _guard) = capture(tracing::Level::WARN);
     let first = client(&server);
 
     let response = first.get_pet(42).send_with_meta().await.unwrap();

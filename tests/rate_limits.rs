@@ -62,7 +62,7 @@ fn full_windows(per_window: &BTreeMap<DateTime<Utc>, u64>) -> Vec<u64> {
 
 #[tokio::test(start_paused = true)]
 async fn pacing_holds_the_request_that_would_exceed_the_limit_until_the_reset() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .pacing(Pacing::Sole)
         .build()
@@ -71,9 +71,9 @@ async fn pacing_holds_the_request_that_would_exceed_the_limit_until_the_reset() 
         client.list_pets().send().await.unwrap();
     }
     let quota = client.quota().unwrap();
-    assert_eq!(quota.remaining, 0);
+    assert_eq!(quota.remaining, 0, "60 calls spend the Free plan's minute");
     let start = Instant::now();
-    let start_wall = Utc::now();
+    let sandbox_now: DateTime<Utc> = sandbox.request_log().last().unwrap().server_time.into();
 
     let response = client.list_pets().send_with_meta().await.unwrap();
 
@@ -84,18 +84,21 @@ async fn pacing_holds_the_request_that_would_exceed_the_limit_until_the_reset() 
     );
     // It waited for the reset (placed by the sandbox's `Date`, at most a second late), and no
     // longer.
-    let until_reset = (quota.reset - start_wall).to_std().unwrap();
+    let until_reset = (quota.reset - sandbox_now).to_std().unwrap();
     let waited = start.elapsed();
-    assert!(waited >= until_reset, "{waited:?} < {until_reset:?}");
+    assert!(
+        waited >= until_reset,
+        "expected a wait of at least the {until_reset:?} left until the reset, waited {waited:?}"
+    );
     assert!(
         waited <= until_reset + Duration::from_millis(1_500),
-        "{waited:?}"
+        "expected a wait of at most 1.5 s past the reset ({until_reset:?} away), waited {waited:?}"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_a_429_no_request_of_64_tasks_reaches_the_server_during_the_cooldown() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::default())
         .build()
         .unwrap();
@@ -139,7 +142,11 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
             per_day: 100_000,
         },
     ] {
-        let sandbox = Sandbox::builder().key("paced", plan).start().await.unwrap();
+        let sandbox = common::sandbox_builder()
+            .key("paced", plan)
+            .start()
+            .await
+            .unwrap();
         let client = sandbox_client(&sandbox, "paced", RetryPolicy::default())
             .build()
             .unwrap();
@@ -166,7 +173,7 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
 #[tokio::test(start_paused = true)]
 async fn ten_times_the_limit_never_gets_the_key_banned() {
     // 64 tasks calling back to back want far more than ten times the Free plan's 60 a minute.
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::default())
         .build()
         .unwrap();
@@ -185,7 +192,7 @@ async fn ten_times_the_limit_never_gets_the_key_banned() {
 
 #[tokio::test(start_paused = true)]
 async fn a_spent_daily_quota_fails_at_once_instead_of_waiting_for_tomorrow() {
-    let sandbox = Sandbox::builder()
+    let sandbox = common::sandbox_builder()
         .key(
             "daily",
             Plan::Enterprise {

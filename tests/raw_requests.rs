@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{API_KEY, DEFAULT_USER_AGENT, start};
 use petstore_client::reqwest::Method;
-use petstore_client::sandbox::{Plan, Sandbox};
+use petstore_client::sandbox::Plan;
 use petstore_client::{Error, PetStoreClient, RetryPolicy, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -283,7 +283,7 @@ async fn a_body_that_is_not_the_type_asked_for_is_a_decode_error_with_its_path()
 
 #[tokio::test]
 async fn the_sandbox_answers_a_route_it_does_not_know_with_its_404_error_object() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = PetStoreClient::builder()
         .base_url(sandbox.base_url())
         .api_key(sandbox.key(Plan::Free))

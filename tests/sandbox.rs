@@ -129,7 +129,7 @@ fn client(sandbox: &Sandbox, plan: Plan) -> PetStoreClient {
 
 #[tokio::test]
 async fn every_route_requires_a_known_bearer_key() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     for (method, path) in [
         ("GET", "/pets"),
         ("POST", "/pets"),
@@ -163,7 +163,7 @@ async fn every_route_requires_a_known_bearer_key() {
 
 #[tokio::test]
 async fn pets_are_created_listed_filtered_and_fetched() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Pro);
     assert!(client.list_pets().send().await.unwrap().is_empty());
 
@@ -325,7 +325,7 @@ async fn invalid_creation_bodies_are_rejected() {
 
 #[tokio::test]
 async fn unknown_routes_methods_and_ids() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let auth = bearer(&sandbox);
     assert_error(
         &raw("GET", url(&sandbox, "/pets/abc"), Some(&auth), None).await,
@@ -367,7 +367,7 @@ async fn unknown_routes_methods_and_ids() {
 
 #[tokio::test(start_paused = true)]
 async fn over_the_limit_a_429_tells_exactly_when_the_window_frees() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Free);
     for used in 1..=60u64 {
         let response = client.list_pets().send_with_meta().await.unwrap();
@@ -474,7 +474,7 @@ async fn the_day_window_binds_once_it_has_fewer_requests_left() {
 
 #[tokio::test(start_paused = true)]
 async fn injected_latency_and_statuses() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Pro);
     sandbox.inject(
         Fault::latency(Duration::from_secs(3))
@@ -517,7 +517,7 @@ async fn injected_latency_and_statuses() {
 
 #[tokio::test]
 async fn injected_broken_connections_and_bodies() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Pro);
     client
         .create_pet(NewPet::new("Rex", 1))
@@ -561,7 +561,7 @@ async fn injected_broken_connections_and_bodies() {
 
 #[tokio::test]
 async fn a_fraction_of_requests_can_fail() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Pro);
     sandbox.inject(Fault::status(503).fraction(0.5));
     let mut failed = 0;
@@ -573,7 +573,7 @@ async fn a_fraction_of_requests_can_fail() {
 
 #[tokio::test]
 async fn counters_log_every_request_per_route_and_key() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let pro = client(&sandbox, Plan::Pro);
     let free = client(&sandbox, Plan::Free);
     pro.create_pet(NewPet::new("Rex", 1)).send().await.unwrap();
@@ -599,8 +599,8 @@ async fn counters_log_every_request_per_route_and_key() {
 
 #[tokio::test]
 async fn sandboxes_run_side_by_side_and_shut_down() {
-    let first = Sandbox::start().await.unwrap();
-    let second = Sandbox::start().await.unwrap();
+    let first = common::sandbox().await;
+    let second = common::sandbox().await;
     assert_ne!(first.base_url(), second.base_url());
     assert!(first.base_url().as_str().ends_with("/v1"));
     assert_eq!(first.keys().count(), 4);
@@ -769,7 +769,7 @@ async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
     assert_eq!(stats.answered(429), 4);
 
     // Once the wait is over, nothing remains of an injected 429.
-    let fresh = Sandbox::start().await.unwrap();
+    let fresh = common::sandbox().await;
     let auth = bearer(&fresh);
     fresh.inject(Fault::status(429).retry_after(5).times(1));
     raw("GET", url(&fresh, "/pets"), Some(&auth), None).await;
@@ -781,7 +781,7 @@ async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
 
 #[tokio::test(start_paused = true)]
 async fn an_injected_503_with_retry_after_arms_no_cooldown() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let auth = bearer(&sandbox);
     sandbox.inject(Fault::status(503).retry_after(5).times(1));
     let outage = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
@@ -795,7 +795,7 @@ async fn an_injected_503_with_retry_after_arms_no_cooldown() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_text_is_sent_as_given_and_a_decimal_rounds_the_cooldown_up() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let auth = bearer(&sandbox);
     let list = url(&sandbox, "/pets");
     sandbox.inject(Fault::status(429).retry_after_value("1.5").times(1));
@@ -828,7 +828,7 @@ async fn retry_after_text_is_sent_as_given_and_a_decimal_rounds_the_cooldown_up(
 
 #[tokio::test(start_paused = true)]
 async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     sandbox.inject(Fault::status(503).retry_after(1).cut_body().times(1));
     let response = http()
         .get(url(&sandbox, "/pets"))
@@ -879,7 +879,7 @@ async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fault_can_come_without_rate_limit_headers() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let auth = bearer(&sandbox);
     sandbox.inject(Fault::status(502).without_rate_limit_headers().times(1));
     sandbox.inject(
@@ -907,7 +907,7 @@ async fn a_fault_can_come_without_rate_limit_headers() {
 
 #[tokio::test]
 async fn the_log_tells_client_instances_apart_by_user_agent() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     for agent in ["worker-1", "worker-2"] {
         sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
             .user_agent(agent)
@@ -958,7 +958,7 @@ async fn key_gives_the_key_of_exactly_the_plan_asked_for() {
 #[tokio::test]
 #[should_panic(expected = "register one with SandboxBuilder::key")]
 async fn key_of_a_plan_no_key_has_panics_with_what_to_do() {
-    let sandbox = Sandbox::start().await.unwrap();
+    let sandbox = common::sandbox().await;
     let _ = sandbox.key(Plan::Enterprise {
         per_minute: 7,
         per_day: 70,

@@ -44,18 +44,23 @@ fn json(status: u16, body: &str) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_raw(body.to_owned(), "application/json")
 }
 
+// Every test here captures the logs first: see `common::capture`.
+
 #[test]
 fn builder_and_client_debug_hide_the_key() {
+    let (logs, _guard) = common::capture(tracing::Level::TRACE);
     let builder = PetStoreClient::builder()
         .base_url("https://petstore.example.com/v1")
         .api_key(KEY);
     assert_hidden("the builder's Debug", &format!("{builder:?} {builder:#?}"));
     let client = builder.build().unwrap();
     assert_hidden("the client's Debug", &format!("{client:?} {client:#?}"));
+    assert_hidden("the logs", &logs.text());
 }
 
 #[test]
 fn configuration_errors_hide_the_key() {
+    let (logs, _guard) = common::capture(tracing::Level::TRACE);
     let bad = [
         PetStoreClient::builder()
             .api_key(format!("{KEY}\n"))
@@ -75,6 +80,7 @@ fn configuration_errors_hide_the_key() {
             assert_hidden("a configuration error", &text);
         }
     }
+    assert_hidden("the logs", &logs.text());
 }
 
 #[tokio::test]

@@ -19,6 +19,11 @@ pub const MINUTE: u64 = 60;
 /// How long each cell runs, in minute windows.
 pub const WINDOWS: u64 = 10;
 
+/// The Unix time each cell's sandbox starts at, whatever the wall clock reads: half a minute
+/// into a minute (2027-01-15T08:00:30Z), so that a run covers a whole day window between two
+/// partial ones.
+pub const CLOCK_START_UNIX: u64 = 1_800_000_030;
+
 /// How the instances of a cell relate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharing {
@@ -286,7 +291,9 @@ enum Outcome {
 /// Runs one cell; call it on a paused clock.
 pub async fn run(cell: &Cell) -> Figures {
     const KEY: &str = "matrix-key";
+    let start = std::time::UNIX_EPOCH + Duration::from_secs(CLOCK_START_UNIX);
     let sandbox = Sandbox::builder()
+        .clock_start(start)
         .key(
             KEY,
             Plan::Enterprise {

@@ -229,6 +229,25 @@ pub fn paused_builder(
         .retry_policy(policy)
 }
 
+/// The Unix time every sandbox of the tests starts at: 2027-01-15T08:00:00Z, the start of a
+/// minute, so that a test's windows never depend on the second of the minute it happens to
+/// run in.
+pub const CLOCK_START_UNIX: u64 = 1_800_000_000;
+
+/// A sandbox builder whose clock starts at [`CLOCK_START_UNIX`].
+pub fn sandbox_builder() -> petstore_client::sandbox::SandboxBuilder {
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(CLOCK_START_UNIX);
+    petstore_client::sandbox::Sandbox::builder().clock_start(start)
+}
+
+/// A sandbox with the default keys whose clock starts at [`CLOCK_START_UNIX`].
+pub async fn sandbox() -> petstore_client::sandbox::Sandbox {
+    sandbox_builder()
+        .start()
+        .await
+        .expect("the sandbox starts on a loopback port")
+}
+
 /// A client of a sandbox for tests under a paused clock (see [`paused_builder`]).
 pub fn sandbox_client(
     sandbox: &petstore_client::sandbox::Sandbox,
@@ -238,20 +257,9 @@ pub fn sandbox_client(
     paused_builder(sandbox.base_url(), key, policy)
 }
 
-/// Collects what a `tracing` fmt subscriber writes.
+/// What a test captured of the `tracing` output of its own thread.
 #[derive(Clone, Default)]
 pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 impl Captured {
     /// Everything written so far.
@@ -260,16 +268,99 @@ impl Captured {
     }
 }
 
-/// Captures this thread's `tracing` output up to `level`, until the guard is dropped.
-pub fn capture(level: tracing::Level) -> (Captured, tracing::subscriber::DefaultGuard) {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(level)
-        .with_ansi(false)
-        .finish();
-    (captured, tracing::subscriber::set_default(subscriber))
+std::thread_local! {
+    /// The capture of the test running on this thread, and the most verbose level it keeps.
+    static CAPTURE: std::cell::RefCell<Option<(Captured, tracing::Level)>> =
+        const { std::cell::RefCell::new(None) };
 }
+
+/// Writes an event into the capture of the thread that emitted it.
+struct ToThreadCapture;
+
+/// One event's output on its way to a capture.
+struct CaptureWriter(Option<Captured>);
+
+impl std::io::Write for CaptureWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Some(captured) = &self.0 {
+            captured.0.lock().unwrap().extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ToThreadCapture {
+    type Writer = CaptureWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        CaptureWriter(
+            CAPTURE.with_borrow(|capture| capture.as_ref().map(|(captured, _)| captured.clone())),
+        )
+    }
+}
+
+/// Whether this thread captures events of `meta`'s level.
+fn captured_here(meta: &tracing::Metadata<'_>) -> bool {
+    CAPTURE.with_borrow(|capture| {
+        capture
+            .as_ref()
+            .is_some_and(|(_, level)| meta.level() <= level)
+    })
+}
+
+/// Sets, once for the whole test binary, the global subscriber that writes each event into
+/// the capture of the thread that emitted it. Call it first thing in every test of a binary
+/// that captures logs, so that no callsite is registered before it.
+///
+/// A subscriber set per test with `set_default` races: `tracing` caches each callsite's
+/// interest for the whole process, computed while one dispatcher is registered from the
+/// default of whichever thread reaches the callsite first, and a sibling test's thread with no
+/// subscriber caches "never", so the capturing test sees nothing (tokio-rs/tracing#2874 and
+/// the many flaky suites it caused). With one global default every thread sees the same
+/// subscriber, and its filter answers "sometimes" and decides per event by the thread's
+/// capture, so no interest is ever cached as "never".
+pub fn install_log_capture() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(ToThreadCapture)
+            .with_ansi(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(captured_here));
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .expect("no other global subscriber in the test binary");
+    });
+}
+
+/// Ends a capture when dropped.
+pub struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURE.set(None);
+    }
+}
+
+/// Captures this thread's `tracing` output up to `level`, until the guard is dropped. Call it
+/// first thing in the test (see [`install_log_capture`]).
+pub fn capture(level: tracing::Level) -> (Captured, CaptureGuard) {
+    let captured = Captured::default();
+    capture_into(&captured, level);
+    (captured, CaptureGuard(()))
+}
+
+/// Captures this thread's `tracing` output up to `level` into `captured` for the thread's
+/// whole life: for the worker threads of a runtime, from `on_thread_start`.
+pub fn capture_into(captured: &Captured, level: tracing::Level) {
+    install_log_capture();
+    CAPTURE.set(Some((captured.clone(), level)));
+}
+
 pub mod matrix;
 pub mod redis_server;

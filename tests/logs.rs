@@ -1,0 +1,136 @@
+//! What the client logs while it retries and holds calls, read from `tracing` output. Every
+//! test here captures before anything else happens, so that the one global subscriber of
+//! `common::capture` is in place before any event of this binary (see there why).
+
+mod common;
+
+use petstore_client::sandbox::Plan;
+use petstore_client::{NewPet, RetryPolicy};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
+
+const PETS: &str = r#"[{"id":1,"name":"Rex","categoryId":3,"status":"available"}]"#;
+
+/// Mounts `GET /v1/pets` answering each template once, in order.
+async fn answers_in_turn(server: &MockServer, templates: Vec<wiremock::ResponseTemplate>) {
+    for (turn, template) in templates.into_iter().enumerate() {
+        Mock::given(method("GET"))
+            .and(path(common::PETS))
+            .respond_with(template)
+            .up_to_n_times(1)
+            .with_priority(u8::try_from(turn + 1).unwrap())
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+}
+
+/// The lines of `text` that contain `needle`.
+fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.contains(needle)).collect()
+}
+
+#[track_caller]
+fn assert_line_says(line: &str, what: &str, expected: &str) {
+    assert!(
+        line.contains(expected),
+        "expected the {what} line to contain `{expected}`, it reads: {line}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_is_logged_with_its_reason_delay_and_source() {
+    let (logs, _guard) = common::capture(tracing::Level::DEBUG);
+    let server = MockServer::start().await;
+    let error = |code: u16| {
+        common::json(
+            code,
+            &format!(r#"{{"code":"error","message":"status {code}","status":{code}}}"#),
+        )
+    };
+    let answers = vec![
+        error(429).insert_header("Retry-After", "4"),
+        error(503),
+        common::json(200, PETS),
+    ];
+    answers_in_turn(&server, answers).await;
+    let policy = RetryPolicy::default().with_jitter(false);
+
+    common::paused_builder(common::base_url(&server), common::API_KEY, policy)
+        .build()
+        .unwrap()
+        .list_pets()
+        .send()
+        .await
+        .unwrap();
+
+    let text = logs.text();
+    let retries = lines_with(&text, "retrying");
+    assert_eq!(
+        retries.len(),
+        2,
+        "expected two retry lines (after the 429 and after the 503), the log reads:\n{text}"
+    );
+    let first = "first retry";
+    assert_line_says(retries[0], first, "operation=\"listPets\"");
+    assert_line_says(retries[0], first, "attempt=1");
+    assert_line_says(retries[0], first, "delay=4s");
+    assert_line_says(retries[0], first, "delay_source=\"Retry-After\"");
+    assert_line_says(retries[0], first, "429 Too Many Requests");
+    let second = "second retry";
+    assert_line_says(retries[1], second, "attempt=2");
+    assert_line_says(retries[1], second, "delay=1s");
+    assert_line_says(retries[1], second, "delay_source=\"backoff\"");
+    assert!(
+        !text.contains(common::API_KEY),
+        "the API key leaked into the logs:\n{text}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_call_logs_its_true_reason_once_per_hold() {
+    let (logs, _guard) = common::capture(tracing::Level::DEBUG);
+    let sandbox = common::sandbox().await;
+    let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .build()
+        .unwrap();
+
+    let calls: Vec<_> = (0..30)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .create_pet(NewPet::new(format!("pet {i}"), 1))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+
+    let text = logs.text();
+    let holds = lines_with(&text, "holding request");
+    assert!(
+        !holds.is_empty(),
+        "expected the calls after the first to be held, the log reads:\n{text}"
+    );
+    // A fresh client waits for its first answer to learn the budget; nothing was spent.
+    assert_line_says(
+        holds[0],
+        "first hold",
+        "waiting for a response to tell the rate-limit budget",
+    );
+    assert!(
+        !text.contains("budget of the window is spent"),
+        "no call should be held for a spent window (30 of 60 were used), the log reads:\n{text}"
+    );
+    // Only the call first in line waits on the state, and it says so once per hold: one
+    // probe wait, then at most one pacing wait for each call after it.
+    assert!(
+        holds.len() <= 30,
+        "expected at most one hold line per call (30), found {}",
+        holds.len()
+    );
+}
