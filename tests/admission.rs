@@ -328,3 +328,62 @@ async fn a_429_whose_body_is_cut_short_still_gets_its_wait() {
     assert_eq!(sandbox.stats().answered(429), 1);
     assert_eq!(sandbox.stats().during_cooldown(), 0);
 }
+
+/// Found by an independent test (rate-core issue, failure 1): an answer to a request sent
+/// before a 429 opened the gate, so the probe after the cooldown was skipped and every held
+/// call went at once into a service still refusing.
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_to_a_request_sent_before_a_429_does_not_skip_the_probe() {
+    let sandbox = common::sandbox().await;
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+        .pacing(Pacing::Sole)
+        .build()
+        .unwrap();
+    client.list_pets().send().await.unwrap();
+    sandbox.inject(Fault::latency(Duration::from_secs(3)).times(1));
+    let late = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The service refuses the next request and, after its wait, the probe too.
+    sandbox.inject(Fault::status(429).retry_after(5).times(2));
+    let refused = client.list_pets().send().await.unwrap_err();
+    assert!(
+        refused.is_rate_limited(),
+        "expected the injected 429, got {refused:?}"
+    );
+    let held: Vec<_> = (0..5)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().send().await })
+        })
+        .collect();
+    late.await
+        .unwrap()
+        .expect("the slow request sent before the 429 succeeds");
+
+    let results: Vec<_> = futures_join(held).await;
+
+    let stats = sandbox.stats();
+    assert_eq!(
+        stats.during_cooldown(),
+        0,
+        "expected no request inside a Retry-After; {} arrived there, answers {results:?}",
+        stats.during_cooldown()
+    );
+    assert_eq!(
+        stats.answered(429),
+        2,
+        "expected the two injected 429s only (the refused call and one probe)"
+    );
+}
+
+/// Awaits every task, in order.
+async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut results = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    results
+}

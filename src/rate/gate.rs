@@ -2,6 +2,10 @@
 //! `Retry-After`), no request of any clone goes out until the wait is over; then one request
 //! probes before the rest are let through, so that held requests do not all fire at once into
 //! a service that is still refusing.
+//!
+//! Only fresh evidence opens the gate: each closing starts a new generation, every request
+//! carries the generation it was admitted under, and the answer to a request sent before the
+//! last closing (a late 2xx) can neither open the gate nor reset the backoff.
 
 use tokio::time::Instant;
 
@@ -17,6 +21,8 @@ pub(crate) struct Gate {
     /// The gate has closed and no response since has said the service is answering normally.
     half_open: bool,
     cause: Option<Quiet>,
+    /// How many times the gate has closed: the generation of its state.
+    generation: u64,
 }
 
 impl Gate {
@@ -25,6 +31,7 @@ impl Gate {
     pub(crate) fn close(&mut self, at: Instant, quiet: Quiet, policy: &RetryPolicy) {
         let wait = quiet.wait().max(policy.step(self.strikes));
         self.strikes = self.strikes.saturating_add(1);
+        self.generation += 1;
         let until = clock::after_from(at, wait);
         if self.until.is_none_or(|current| current < until) {
             self.until = Some(until);
@@ -33,10 +40,18 @@ impl Gate {
         self.half_open = true;
     }
 
-    /// A response that asked for no quiet: the service is answering again.
-    pub(crate) fn open(&mut self) {
-        self.strikes = 0;
-        self.half_open = false;
+    /// A response that asked for no quiet, to a request admitted under `generation`: the
+    /// service is answering again, if the request was sent after the gate last closed.
+    pub(crate) fn open(&mut self, generation: u64) {
+        if generation == self.generation {
+            self.strikes = 0;
+            self.half_open = false;
+        }
+    }
+
+    /// The generation a request admitted now is sent under.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Until when the gate is closed, if it is at `now`.
@@ -76,7 +91,7 @@ mod tests {
         gate.close(t0, Quiet::RateLimited(Duration::from_secs(30)), &policy);
         assert_eq!(gate.closed_until(t0), Some(t0 + Duration::from_secs(30)));
         assert!(gate.half_open());
-        gate.open();
+        gate.open(gate.generation());
         assert!(!gate.half_open());
         gate.close(t0, Quiet::Unavailable(Duration::ZERO), &policy);
         assert_eq!(
@@ -87,6 +102,37 @@ mod tests {
         assert_eq!(
             gate.cause(),
             Some(Quiet::RateLimited(Duration::from_secs(30)))
+        );
+    }
+
+    #[test]
+    fn only_an_answer_to_a_request_sent_after_the_closing_opens_the_gate() {
+        let policy = RetryPolicy::default();
+        let quiet = Quiet::RateLimited(Duration::ZERO);
+        let t0 = Instant::now();
+        let mut gate = Gate::default();
+        let sent_before = gate.generation();
+        gate.close(t0, quiet, &policy);
+        gate.close(t0, quiet, &policy);
+        gate.open(sent_before);
+        assert!(
+            gate.half_open(),
+            "an answer to a request sent before the 429s skipped the probe"
+        );
+        gate.close(t0, quiet, &policy);
+        assert_eq!(
+            gate.closed_until(t0),
+            Some(t0 + Duration::from_secs(2)),
+            "expected the third closing in a row to back off 2 s: a stale answer reset the count"
+        );
+        gate.open(gate.generation());
+        assert!(!gate.half_open(), "an answer to the probe opens the gate");
+        let later = t0 + Duration::from_secs(10);
+        gate.close(later, quiet, &policy);
+        assert_eq!(
+            gate.closed_until(later),
+            Some(later + Duration::from_millis(500)),
+            "expected the backoff to start over after the gate opened"
         );
     }
 }

@@ -252,6 +252,7 @@ impl RateLimiter {
                         let permit = Permit {
                             shared,
                             pacing: self.pacing,
+                            generation: state.gate.generation(),
                             probe,
                             fleet: self.fleet.as_ref(),
                             fleet_probe: false,
@@ -415,6 +416,9 @@ pub(crate) struct HeadReport {
 pub(crate) struct Permit<'a> {
     shared: &'a Shared,
     pacing: Pacing,
+    /// The gate's generation when the request was admitted: only an answer to a request sent
+    /// after the gate last closed may open it.
+    generation: u64,
     probe: bool,
     fleet: Option<&'a FleetLink>,
     /// The fleet admitted this request to find out a period it does not know: the others
@@ -501,7 +505,7 @@ impl Permit<'_> {
                     state.gate.close(at, quiet, policy);
                     quiet_until = state.gate.closed_until(at);
                 }
-                None => state.gate.open(),
+                None => state.gate.open(self.generation),
             }
             if self.pacing == Pacing::Sole && !state.warned_not_sole && state.budgets.fleet() >= 2.0
             {
