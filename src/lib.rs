@@ -198,7 +198,7 @@ pub mod __private {
             tokio::time::Instant::now(),
             &crate::clock::Clock::new(),
         );
-        let quota = crate::quota::Quota::from_headers(&map);
+        let quota = crate::quota::Quota::read(&map, &server).quota();
         let retry_after = crate::quota::retry_after(&map, &server);
         if let Some(quota) = quota {
             let _ = server.instant_of(quota.reset.timestamp());

@@ -11,8 +11,10 @@ use crate::rate::ServerTime;
 /// The rate-limit quota the service reported on a response.
 ///
 /// Parsed from `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`, which the
-/// service sends on every response, successful or not. When any of the three is missing,
-/// repeated or malformed the response simply has no quota; that is never an error.
+/// service sends on every response, successful or not (or, when a gateway sends them instead,
+/// the IETF `RateLimit` and `RateLimit-Policy` fields). When any of the three is missing,
+/// repeated or malformed the response has no quota; that is never an error, and the client
+/// then treats what is left as unknown, never as unlimited.
 ///
 /// [`PetStoreClient::quota`](crate::PetStoreClient::quota) returns the latest one the client
 /// saw; [`Response::quota`](crate::Response::quota) and [`Error::quota`](crate::Error::quota)
@@ -42,6 +44,11 @@ pub struct Quota {
 const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const IETF: HeaderName = HeaderName::from_static("ratelimit");
+const IETF_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const IETF_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+const IETF_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const IETF_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 
 impl Quota {
     /// A quota, for tests of code that consumes quotas.
@@ -66,27 +73,156 @@ impl Quota {
         self.limit.saturating_sub(self.remaining)
     }
 
-    /// Reads the three headers; any of them missing, repeated or malformed gives `None`.
-    pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
-        let limit = single_integer(headers, &LIMIT)?;
-        let remaining = single_integer(headers, &REMAINING)?;
-        let reset = i64::try_from(single_integer(headers, &RESET)?).ok()?;
+    /// Reads the rate-limit headers of a response whose clock `server` read: the
+    /// `X-RateLimit-*` fields of the specification, or when none of them is there the IETF
+    /// `RateLimit`/`RateLimit-Policy` fields (or their older `RateLimit-Limit`,
+    /// `-Remaining`, `-Reset` form).
+    ///
+    /// A reset far below the service's current Unix time cannot be the end of a window in
+    /// force: it is read as seconds until the reset. A `remaining` above the limit is read as
+    /// the limit.
+    pub(crate) fn read(headers: &HeaderMap, server: &ServerTime) -> QuotaReading {
+        let fields = [&LIMIT, &REMAINING, &RESET];
+        if fields.iter().any(|name| headers.contains_key(*name)) {
+            return readable(Self::from_fields(headers, fields, server));
+        }
+        if headers.contains_key(&IETF) {
+            return readable(Self::from_ietf(headers, server));
+        }
+        if headers.contains_key(&IETF_LIMIT) || headers.contains_key(&IETF_REMAINING) {
+            let fields = [&IETF_LIMIT, &IETF_REMAINING, &IETF_RESET];
+            return readable(Self::from_fields(headers, fields, server));
+        }
+        QuotaReading::Absent
+    }
+
+    /// Three fields, each exactly once and a decimal integer (a policy after `;` or `,` in
+    /// the IETF limit field is ignored).
+    fn from_fields(
+        headers: &HeaderMap,
+        [limit, remaining, reset]: [&HeaderName; 3],
+        server: &ServerTime,
+    ) -> Option<Self> {
+        let limit = single(headers, limit)?;
+        let limit = parse_digits(limit.split([',', ';']).next()?.trim())?;
+        let remaining = parse_digits(single(headers, remaining)?)?;
+        let reset = parse_digits(single(headers, reset)?)?;
+        Self::resolved(limit, remaining, reset, server)
+    }
+
+    /// `RateLimit: "policy";r=REMAINING;t=SECONDS` (one item per policy: the one with the
+    /// least left binds), its limit from the `q` of the same policy in `RateLimit-Policy`;
+    /// or the older dictionary `RateLimit: limit=L, remaining=R, reset=SECONDS`.
+    fn from_ietf(headers: &HeaderMap, server: &ServerTime) -> Option<Self> {
+        let field = single(headers, &IETF)?;
+        let mut binding: Option<(&str, u64, u64)> = None;
+        let mut dictionary = (None, None, None);
+        for member in field.split(',') {
+            let mut parts = member.split(';').map(str::trim);
+            let first = parts.next()?;
+            if let Some((key, value)) = first.split_once('=') {
+                let value = Some(parse_digits(value.trim())?);
+                match key.trim() {
+                    "limit" => dictionary.0 = value,
+                    "remaining" => dictionary.1 = value,
+                    "reset" => dictionary.2 = value,
+                    _ => {}
+                }
+                continue;
+            }
+            let (mut left, mut wait) = (None, None);
+            for (key, value) in parts.filter_map(|p| p.split_once('=')) {
+                match key.trim() {
+                    "r" => left = Some(parse_digits(value.trim())?),
+                    "t" => wait = Some(parse_digits(value.trim())?),
+                    _ => {}
+                }
+            }
+            let item = (first, left?, wait?);
+            if binding.is_none_or(|(_, r, _)| item.1 < r) {
+                binding = Some(item);
+            }
+        }
+        if let (Some(limit), Some(remaining), Some(reset)) = dictionary {
+            return Self::resolved(limit, remaining, reset, server);
+        }
+        let (policy, remaining, wait) = binding?;
+        let limit = headers
+            .get(&IETF_POLICY)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| policy_quota(value, policy))
+            .unwrap_or(remaining);
+        Self::resolved(limit, remaining, wait, server)
+    }
+
+    /// A quota from the three numbers as sent, the reset resolved on the service's clock.
+    fn resolved(limit: u64, remaining: u64, reset: u64, server: &ServerTime) -> Option<Self> {
+        let now = server.unix();
+        let reset = i64::try_from(reset).ok()?;
+        let reset = if (reset as f64) < now - SECONDS_UNTIL_RESET_BELOW {
+            // Seconds until the reset: counted from the service's clock, rounded up.
+            (now.ceil() as i64).checked_add(reset)?
+        } else {
+            reset
+        };
         Some(Self {
             limit,
-            remaining,
+            remaining: remaining.min(limit),
             reset: DateTime::from_timestamp(reset, 0)?,
         })
     }
 }
 
-/// The value of a header that must appear exactly once, as a non-negative decimal integer.
-fn single_integer(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
+/// What a response's rate-limit headers say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuotaReading {
+    /// No rate-limit field at all.
+    Absent,
+    /// Rate-limit fields that cannot be read as one quota: repeated, negative, not numbers,
+    /// or incomplete. It means "unknown", never "unlimited".
+    Unreadable,
+    Read(Quota),
+}
+
+impl QuotaReading {
+    /// The quota, if one was read.
+    pub(crate) fn quota(self) -> Option<Quota> {
+        match self {
+            Self::Read(quota) => Some(quota),
+            Self::Absent | Self::Unreadable => None,
+        }
+    }
+}
+
+fn readable(quota: Option<Quota>) -> QuotaReading {
+    quota.map_or(QuotaReading::Unreadable, QuotaReading::Read)
+}
+
+/// A reset more than a year before the service's current time cannot end a window in force.
+const SECONDS_UNTIL_RESET_BELOW: f64 = 365.0 * 86_400.0;
+
+/// The `q` of `policy` in a `RateLimit-Policy` field.
+fn policy_quota(field: &str, policy: &str) -> Option<u64> {
+    field.split(',').find_map(|member| {
+        let mut parts = member.split(';').map(str::trim);
+        if parts.next()? != policy {
+            return None;
+        }
+        parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(key, _)| key.trim() == "q")
+            .and_then(|(_, value)| parse_digits(value.trim()))
+    })
+}
+
+/// The value of a header that appears exactly once, trimmed.
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
         return None;
     }
-    parse_digits(value.to_str().ok()?.trim())
+    Some(value.to_str().ok()?.trim())
 }
 
 /// Strict decimal digits, the one integer syntax HTTP headers use: `u64::from_str` would also
@@ -163,9 +299,102 @@ mod tests {
         ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
     }
 
+    fn read(headers: &HeaderMap) -> Option<Quota> {
+        Quota::read(headers, &server()).quota()
+    }
+
+    fn at(unix: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(unix, 0).unwrap()
+    }
+
+    #[test]
+    fn unreadable_quota_fields_are_told_from_absent_ones() {
+        assert_eq!(
+            Quota::read(&HeaderMap::new(), &server()),
+            QuotaReading::Absent
+        );
+        let two_gateways = headers(&[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "59"),
+            ("X-RateLimit-Remaining", "12"),
+            ("X-RateLimit-Reset", "1795348860"),
+        ]);
+        let negative = headers(&[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "-1"),
+            ("X-RateLimit-Reset", "1795348860"),
+        ]);
+        let alone = headers(&[("X-RateLimit-Remaining", "5")]);
+        for (what, map) in [
+            ("a repeated field", two_gateways),
+            ("-1", negative),
+            ("one field alone", alone),
+        ] {
+            assert_eq!(
+                Quota::read(&map, &server()),
+                QuotaReading::Unreadable,
+                "expected {what} to read as unreadable, not as no quota"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reset_far_below_the_service_time_is_seconds_until_the_reset() {
+        let quota = read(&headers(&[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "10"),
+            ("X-RateLimit-Reset", "30"),
+        ]));
+        assert_eq!(quota, Some(Quota::new(60, 10, at(now().timestamp() + 30))));
+        let over = read(&headers(&[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "99"),
+            ("X-RateLimit-Reset", "30"),
+        ]));
+        assert_eq!(
+            over.map(|q| q.remaining),
+            Some(60),
+            "remaining above the limit"
+        );
+    }
+
+    #[test]
+    fn the_ietf_fields_are_read_when_the_x_ratelimit_ones_are_absent() {
+        let noon = now().timestamp();
+        let cases = [
+            (
+                vec![
+                    ("RateLimit", r#""minute";r=5;t=20, "day";r=900;t=3000"#),
+                    (
+                        "RateLimit-Policy",
+                        r#""minute";q=60;w=60, "day";q=1000;w=86400"#,
+                    ),
+                ],
+                Quota::new(60, 5, at(noon + 20)),
+            ),
+            (
+                vec![("RateLimit", "limit=100, remaining=50, reset=30")],
+                Quota::new(100, 50, at(noon + 30)),
+            ),
+            (
+                vec![
+                    ("RateLimit-Limit", "100, 100;w=60"),
+                    ("RateLimit-Remaining", "7"),
+                    ("RateLimit-Reset", "12"),
+                ],
+                Quota::new(100, 7, at(noon + 12)),
+            ),
+        ];
+        for (fields, expected) in cases {
+            assert_eq!(read(&headers(&fields)), Some(expected), "{fields:?}");
+        }
+        let broken = headers(&[("RateLimit", r#""minute";r=-1;t=20"#)]);
+        assert_eq!(Quota::read(&broken, &server()), QuotaReading::Unreadable);
+    }
+
     #[test]
     fn quota_from_the_three_headers() {
-        let quota = Quota::from_headers(&headers(&[
+        let quota = read(&headers(&[
             ("X-RateLimit-Limit", "60"),
             ("X-RateLimit-Remaining", "59"),
             ("X-RateLimit-Reset", "1767225600"),
@@ -191,16 +420,16 @@ mod tests {
             for field in 0..3 {
                 let mut pairs = valid;
                 pairs[field].1 = bad;
-                assert_eq!(Quota::from_headers(&headers(&pairs)), None, "{pairs:?}");
+                assert_eq!(read(&headers(&pairs)), None, "{pairs:?}");
             }
         }
         for field in 0..3 {
             let mut pairs = valid.to_vec();
             pairs.remove(field);
-            assert_eq!(Quota::from_headers(&headers(&pairs)), None, "{pairs:?}");
+            assert_eq!(read(&headers(&pairs)), None, "{pairs:?}");
             let mut duplicated = valid.to_vec();
             duplicated.push(valid[field]);
-            assert_eq!(Quota::from_headers(&headers(&duplicated)), None);
+            assert_eq!(read(&headers(&duplicated)), None);
         }
     }
 
@@ -282,19 +511,30 @@ mod tests {
                     map.insert(name, value);
                 }
             }
-            let _ = Quota::from_headers(&map);
+            let _ = read(&map);
         }
 
         #[test]
-        fn quota_round_trips(limit in any::<u64>(), remaining in any::<u64>(), reset in 0i64..253_402_300_799) {
+        fn ietf_fields_never_panic(field in "\\PC*", policy in "\\PC*") {
+            let mut map = HeaderMap::new();
+            for (name, value) in [(IETF, &field), (IETF_POLICY, &policy)] {
+                if let Ok(value) = HeaderValue::from_str(value) {
+                    map.insert(name, value);
+                }
+            }
+            let _ = read(&map);
+        }
+
+        #[test]
+        fn quota_round_trips(limit in any::<u64>(), remaining in any::<u64>(), reset in 1_763_812_800i64..253_402_300_799) {
             let map = headers(&[
                 (LIMIT.as_str(), &limit.to_string()),
                 (REMAINING.as_str(), &remaining.to_string()),
                 (RESET.as_str(), &reset.to_string()),
             ]);
             prop_assert_eq!(
-                Quota::from_headers(&map),
-                Some(Quota::new(limit, remaining, DateTime::from_timestamp(reset, 0).unwrap()))
+                read(&map),
+                Some(Quota::new(limit, remaining.min(limit), DateTime::from_timestamp(reset, 0).unwrap()))
             );
         }
     }

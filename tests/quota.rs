@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use common::{
     api_error, client, fixtures, json, mount_list, mount_list_queries, start, with_quota,
 };
-use petstore_client::Quota;
+use std::time::Duration;
+
+use petstore_client::sandbox::{Plan, QuotaFields, Sandbox};
+use petstore_client::{Error, PetStoreClient, Quota, RetryPolicy};
 use wiremock::ResponseTemplate;
 
 /// 2031-01-01T00:00:00Z, a reset far enough ahead that pacing never holds a request.
@@ -147,4 +150,115 @@ async fn malformed_headers_on_an_error_give_the_error_without_quota() {
     assert!(error.is_not_found());
     assert_eq!(error.quota(), None);
     assert_eq!(client.quota(), None);
+}
+
+/// A sandbox showing the quota as `fields`, with a key allowed 5 requests per 10-second window.
+async fn sandbox_showing(fields: QuotaFields) -> Sandbox {
+    common::sandbox_builder()
+        .key(
+            "five",
+            Plan::Enterprise {
+                per_minute: 5,
+                per_day: 1_000_000,
+            },
+        )
+        .minute_window(Duration::from_secs(10))
+        .quota_fields(fields)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// 20 tasks of one client calling back to back for a minute; a call held back waits as long
+/// as the error says. How many calls succeeded.
+async fn twenty_tasks_for_a_minute(client: &PetStoreClient) -> usize {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut succeeded = 0;
+                while let Ok(result) =
+                    tokio::time::timeout_at(deadline, client.list_pets().limit(1).send()).await
+                {
+                    match result {
+                        Ok(_) => succeeded += 1,
+                        Err(Error::Throttled { retry_after, .. }) => {
+                            tokio::time::sleep(retry_after).await;
+                        }
+                        Err(error) => panic!("expected only successes and holds, got {error}"),
+                    }
+                }
+                succeeded
+            })
+        })
+        .collect();
+    let mut succeeded = 0;
+    for task in tasks {
+        succeeded += task.await.unwrap();
+    }
+    succeeded
+}
+
+/// Found by an independent test (rate-core issue, failure 7): two `X-RateLimit-Remaining`
+/// lines, or `-1`, read as "no quota", and after a few such answers as "not metered": 20
+/// tasks then all called at once, 16 requests landed in one `Retry-After` and the key was
+/// banned.
+#[tokio::test(start_paused = true)]
+async fn a_quota_the_client_cannot_read_never_switches_the_cooldown_off() {
+    for fields in [
+        QuotaFields::RepeatedRemaining,
+        QuotaFields::NegativeRemaining,
+    ] {
+        let sandbox = sandbox_showing(fields).await;
+        let client = common::sandbox_client(&sandbox, "five", RetryPolicy::default())
+            .build()
+            .unwrap();
+
+        let succeeded = twenty_tasks_for_a_minute(&client).await;
+
+        let stats = sandbox.stats();
+        assert_eq!(
+            (stats.bans(), stats.during_cooldown()),
+            (0, 0),
+            "with {fields:?}: expected no ban and no request inside a Retry-After, got {} bans \
+             and {} requests there ({succeeded} calls succeeded)",
+            stats.bans(),
+            stats.during_cooldown()
+        );
+        assert!(
+            succeeded >= 25,
+            "with {fields:?}: expected most of six windows of 5 to be used, {succeeded} calls \
+             succeeded"
+        );
+    }
+}
+
+/// Found by an independent test (rate-core issue, failure 7): the IETF fields were not read,
+/// and a reset given as seconds was taken for a Unix time in 1970.
+#[tokio::test(start_paused = true)]
+async fn a_quota_in_the_ietf_fields_or_with_a_reset_in_seconds_paces_the_client() {
+    for fields in [QuotaFields::Ietf, QuotaFields::ResetInSeconds] {
+        let sandbox = sandbox_showing(fields).await;
+        let client = common::sandbox_client(&sandbox, "five", RetryPolicy::default())
+            .build()
+            .unwrap();
+
+        let succeeded = twenty_tasks_for_a_minute(&client).await;
+
+        let quota = client.quota().expect("the quota was read");
+        assert_eq!(quota.limit, 5, "with {fields:?}: the limit read");
+        let stats = sandbox.stats();
+        assert_eq!(
+            stats.answered(429),
+            0,
+            "with {fields:?}: expected the pacing to keep every request within the quota \
+             ({succeeded} calls succeeded)"
+        );
+        assert!(
+            succeeded >= 25,
+            "with {fields:?}: expected most of six windows of 5 to be used, {succeeded} calls \
+             succeeded"
+        );
+    }
 }

@@ -220,3 +220,44 @@ async fn a_spent_daily_quota_fails_at_once_instead_of_waiting_for_tomorrow() {
     assert_eq!(error.quota().unwrap().remaining, 0);
     assert_eq!(sandbox.stats().total(), 10, "the request was sent anyway");
 }
+
+/// A minute and a day with the same limit are two windows (rate-core issue, failure 6; the
+/// unit tests of `rate::budget` show the report the old identity by limit dropped).
+#[tokio::test(start_paused = true)]
+async fn a_minute_and_a_day_with_the_same_limit_are_two_windows() {
+    const LIMIT: u32 = 10;
+    let sandbox = common::sandbox_builder()
+        .key(
+            "equal",
+            Plan::Enterprise {
+                per_minute: LIMIT,
+                per_day: LIMIT,
+            },
+        )
+        .minute_window(Duration::from_secs(10))
+        .day_window(Duration::from_secs(30))
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "equal", RetryPolicy::default())
+        .build()
+        .unwrap();
+
+    let per_window = hammer(&client, 4, Duration::from_secs(185)).await;
+
+    let log = sandbox.request_log();
+    let days = common::matrix::successes_per_window(&log, 30);
+    assert_eq!(
+        days,
+        [u64::from(LIMIT); 5],
+        "expected each full day to serve its whole budget; successes per window {per_window:?}"
+    );
+    // Until a day's budget is spent the headers show the minute's (the two are equal): only
+    // the first request after the minute ends can learn that the day is spent.
+    let limited = answered(&sandbox, 429).len();
+    assert!(
+        limited <= 7,
+        "expected at most one 429 per day, got {limited} in about 6 days"
+    );
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
+}

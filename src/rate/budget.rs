@@ -1,7 +1,8 @@
 //! The budgets of the service's rate-limit windows, as responses report them.
 //!
 //! The headers show whichever window binds (a minute, a day), so the budgets are kept per
-//! window, told apart by their limit, each for the period its reset names. Nothing is assumed
+//! window period, told apart by the end its reset names: never by the limit, which a minute
+//! and a day may share. Nothing is assumed
 //! about a period no response has reported: once a window's reset has passed, its budget is
 //! unknown until a later response reports again.
 
@@ -100,8 +101,12 @@ impl Budgets {
         // binds, so one not shown has at least this much left.
         self.windows.retain(|w| w.reset_at > at);
         let reset = quota.reset.timestamp();
-        match self.windows.iter_mut().find(|w| w.limit == quota.limit) {
-            Some(window) if window.reset == reset => {
+        match self.windows.iter_mut().find(|w| w.reset == reset) {
+            Some(window) => {
+                // Placed from every `Date` seen, never earlier than any of them says: a
+                // backend whose clock runs ahead cannot bring the end forward.
+                window.reset_at = window.reset_at.max(reset_at);
+                window.limit = window.limit.min(quota.limit);
                 window.remaining = window.remaining.min(quota.remaining);
                 window.lowest = window.lowest.min(quota.remaining);
                 window.highest = window.highest.max(quota.remaining);
@@ -112,9 +117,15 @@ impl Budgets {
                     self.fleet = (others_and_own / own).clamp(1.0, MAX_FLEET);
                 }
             }
-            Some(window) if window.reset > reset => {}
-            found => {
-                let fresh = Window {
+            None => {
+                if self.windows.len() == MAX_WINDOWS {
+                    // The window that ends first has the least to say about what is left.
+                    let first = (0..self.windows.len())
+                        .min_by_key(|&i| self.windows[i].reset_at)
+                        .unwrap_or(0);
+                    self.windows.remove(first);
+                }
+                self.windows.push(Window {
                     limit: quota.limit,
                     reset,
                     reset_at,
@@ -122,28 +133,9 @@ impl Budgets {
                     highest: quota.remaining,
                     lowest: quota.remaining,
                     reports: 1,
-                };
-                match found {
-                    Some(window) => *window = fresh,
-                    None => {
-                        if self.windows.len() == MAX_WINDOWS {
-                            self.windows.remove(0);
-                        }
-                        self.windows.push(fresh);
-                    }
-                }
+                });
             }
         }
-    }
-
-    /// Where a period already reported was placed on the local clock: the service's clock is
-    /// read once per period, not on every response.
-    pub(crate) fn placed(&self, quota: &Quota) -> Option<Instant> {
-        let reset = quota.reset.timestamp();
-        self.windows
-            .iter()
-            .find(|w| w.limit == quota.limit && w.reset == reset)
-            .map(|w| w.reset_at)
     }
 
     /// A response arrived without rate-limit headers.
@@ -151,6 +143,19 @@ impl Budgets {
         if self.windows.is_empty() {
             self.without_quota = self.without_quota.saturating_add(1);
         }
+    }
+
+    /// A response arrived whose rate-limit headers could not be read (repeated, negative,
+    /// not numbers): the request counts as spent, and the service is still taken to meter
+    /// the key, so that a quota the client cannot read never lifts the pacing.
+    pub(crate) fn report_unreadable(&mut self) {
+        self.without_quota = 0;
+        self.spend_on_doubt();
+    }
+
+    /// A 429 without rate-limit headers: the service meters the key after all.
+    pub(crate) fn report_metered(&mut self) {
+        self.without_quota = 0;
     }
 
     /// A request may have reached the service and no answer will tell: count it as spent.
@@ -317,5 +322,31 @@ mod tests {
         assert_eq!(budgets.known(t0), Known::Unmetered);
         budgets.report(quota(0, 0, 1_000), t0 + secs(30), t0);
         assert!(budget(&budgets, t0).zero_limit);
+    }
+
+    #[test]
+    fn a_minute_and_a_day_with_the_same_limit_are_kept_apart() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(100, 60, 1_030), t0 + secs(30), t0);
+        budgets.report(quota(100, 50, 4_600), t0 + secs(3_600), t0);
+        budgets.report(quota(100, 40, 1_030), t0 + secs(30), t0);
+        let known = budget(&budgets, t0);
+        assert_eq!(
+            (known.remaining, known.windows().len()),
+            (40, 2),
+            "expected the minute's newer report (40 left) to count beside the day's"
+        );
+    }
+
+    #[test]
+    fn a_period_end_is_placed_by_the_latest_reading_never_earlier() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        // Two backends behind one limiter, 2 s apart: the one ahead places the end early.
+        budgets.report(quota(60, 50, 1_000), t0 + secs(28), t0);
+        budgets.report(quota(60, 49, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(60, 48, 1_000), t0 + secs(28), t0);
+        assert_eq!(budget(&budgets, t0).reset_at, t0 + secs(30));
     }
 }

@@ -30,7 +30,7 @@ use url::Url;
 
 use crate::clock::{self, Clock};
 use crate::error::{Error, ThrottleCause};
-use crate::quota::{self, Quota};
+use crate::quota::{self, Quota, QuotaReading};
 use crate::retry::{self, Quiet, RetryPolicy};
 use budget::{Budgets, Known};
 pub(crate) use fleet::Fleet;
@@ -460,12 +460,13 @@ impl Permit<'_> {
         policy: &RetryPolicy,
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
-        let quota = Quota::from_headers(headers);
         let mut report = None;
         let mut quiet_until = None;
-        let (wake, retry_after, quiet, urgent) = {
+        let (wake, retry_after, quiet, urgent, quota) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
+            let reading = Quota::read(headers, &server);
+            let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
                 quota::retry_after(headers, &server)
             } else {
@@ -473,12 +474,9 @@ impl Permit<'_> {
             };
             let quiet = retry::quiet(status, retry_after);
             let urgent = self.fleet.is_some() && (self.fleet_probe || quiet.is_some());
-            match quota {
-                Some(quota) => {
-                    let reset_at = state
-                        .budgets
-                        .placed(&quota)
-                        .unwrap_or_else(|| server.instant_of(quota.reset.timestamp()));
+            match reading {
+                QuotaReading::Read(quota) => {
+                    let reset_at = server.instant_of(quota.reset.timestamp());
                     state.budgets.report(quota, reset_at, at);
                     state.remember(quota);
                     if self.fleet.is_some() && reset_at > at {
@@ -496,7 +494,12 @@ impl Permit<'_> {
                         }
                     }
                 }
-                None => state.budgets.report_none(),
+                // A 429 shows the key is metered, whatever the headers say.
+                QuotaReading::Absent if status == StatusCode::TOO_MANY_REQUESTS => {
+                    state.budgets.report_metered();
+                }
+                QuotaReading::Absent => state.budgets.report_none(),
+                QuotaReading::Unreadable => state.budgets.report_unreadable(),
             }
             // The gate closes before this request stops counting, so that no held request
             // slips through between the two.
@@ -515,7 +518,7 @@ impl Permit<'_> {
                      client uses the key too; Pacing::Shared shares it without 429s"
                 );
             }
-            (self.release(&mut state), retry_after, quiet, urgent)
+            (self.release(&mut state), retry_after, quiet, urgent, quota)
         };
         shared.wake(wake);
         let tell = urgent.then(|| {
@@ -565,12 +568,14 @@ impl Permit<'_> {
 
 /// Keeps the newest and lowest report of each window for the next admission.
 fn queue(pending: &mut Vec<WindowReport>, report: WindowReport) {
-    match pending.iter_mut().find(|w| w.limit == report.limit) {
-        Some(window) if window.period == report.period => {
+    match pending.iter_mut().find(|w| w.period == report.period) {
+        Some(window) => {
             // The store takes off the admissions after each report's own: of two answers
-            // numbered by it, the lower sum says less is left.
+            // numbered by it, the lower sum says less is left. The service's numbers can be
+            // anything: the sums saturate.
             let lower = if window.admitted > 0 && report.admitted > 0 {
-                report.remaining + report.admitted < window.remaining + window.admitted
+                report.remaining.saturating_add(report.admitted)
+                    < window.remaining.saturating_add(window.admitted)
             } else {
                 report.remaining < window.remaining
             };
@@ -578,8 +583,6 @@ fn queue(pending: &mut Vec<WindowReport>, report: WindowReport) {
                 *window = report;
             }
         }
-        Some(window) if window.period < report.period => *window = report,
-        Some(_) => {}
         None => {
             if pending.len() == MAX_PENDING {
                 pending.remove(0);

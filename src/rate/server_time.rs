@@ -64,6 +64,11 @@ impl ServerTime {
         Duration::try_from_secs_f64((unix - self.unix).max(0.0)).unwrap_or(Duration::MAX)
     }
 
+    /// Unix seconds on the service's clock at the instant of this reading.
+    pub(crate) fn unix(&self) -> f64 {
+        self.unix
+    }
+
     /// What this reading says the service's clock reads at `at`.
     fn predict(&self, at: Instant) -> f64 {
         if at >= self.at {

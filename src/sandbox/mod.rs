@@ -163,6 +163,33 @@ pub struct SandboxBuilder {
     limits: Limits,
     max_body_bytes: usize,
     pets: Vec<NewPet>,
+    quota_fields: QuotaFields,
+}
+
+/// How the sandbox writes the rate-limit quota on its responses: as the specification says,
+/// or in a shape a gateway or another service might use, to test a client against it.
+///
+/// ```
+/// use petstore_client::sandbox::{QuotaFields, Sandbox};
+///
+/// let behind_a_gateway = Sandbox::builder().quota_fields(QuotaFields::RepeatedRemaining);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum QuotaFields {
+    /// `X-RateLimit-Limit`, `-Remaining` and `-Reset` (a Unix time), as specified.
+    #[default]
+    XRateLimit,
+    /// As specified, but with two `X-RateLimit-Remaining` lines: a gateway's, which always
+    /// shows the whole limit, then the service's.
+    RepeatedRemaining,
+    /// As specified, but `X-RateLimit-Remaining: -1`.
+    NegativeRemaining,
+    /// As specified, but `X-RateLimit-Reset` gives the seconds until the reset.
+    ResetInSeconds,
+    /// The IETF fields instead: `RateLimit: "window";r=REMAINING;t=SECONDS` and
+    /// `RateLimit-Policy: "window";q=LIMIT`.
+    Ietf,
 }
 
 impl SandboxBuilder {
@@ -244,6 +271,12 @@ impl SandboxBuilder {
         self
     }
 
+    /// How responses show the rate-limit quota; [`QuotaFields::XRateLimit`] by default.
+    pub fn quota_fields(mut self, fields: QuotaFields) -> Self {
+        self.quota_fields = fields;
+        self
+    }
+
     /// Pets in the catalogue at start, created in order (ids from 1).
     pub fn pets(mut self, pets: impl IntoIterator<Item = NewPet>) -> Self {
         self.pets.extend(pets);
@@ -278,6 +311,7 @@ impl SandboxBuilder {
             catalogue: Mutex::new(catalogue),
             log: Mutex::default(),
             max_body_bytes: self.max_body_bytes,
+            quota_fields: self.quota_fields,
         });
         let (stop, stopped) = watch::channel(());
         let server = tokio::spawn(serve(listener, routes::router(shared.clone()), stopped));
@@ -361,6 +395,7 @@ impl Sandbox {
             },
             max_body_bytes: 64 * 1024,
             pets: Vec::new(),
+            quota_fields: QuotaFields::default(),
         }
     }
 

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::faults::{FaultKind, Faults, Route};
 use super::limits::{Headers, Limiter, UnixClock, Verdict};
-use super::{LoggedRequest, RequestLog};
+use super::{LoggedRequest, QuotaFields, RequestLog};
 use crate::models::{CategoryId, Pet, PetId, PetStatus};
 
 /// The removal date of `getPet`, as the specification gives it.
@@ -40,6 +40,7 @@ pub(super) struct Shared {
     pub(super) catalogue: Mutex<Catalogue>,
     pub(super) log: Mutex<RequestLog>,
     pub(super) max_body_bytes: usize,
+    pub(super) quota_fields: QuotaFields,
 }
 
 #[derive(Debug, Default)]
@@ -184,6 +185,7 @@ async fn admit(
             return with_quota(
                 error(StatusCode::UNAUTHORIZED, "unauthorized", message),
                 anonymous,
+                shared,
             );
         }
         Some(Verdict::Allowed(headers)) => headers,
@@ -198,7 +200,7 @@ async fn admit(
                 "rate_limited",
                 "rate limit exceeded",
             );
-            return with_quota(with_retry_after(response, retry_after), headers);
+            return with_quota(with_retry_after(response, retry_after), headers, shared);
         }
         Some(Verdict::Banned {
             headers,
@@ -207,7 +209,7 @@ async fn admit(
             entry.during_cooldown = true;
             let message = "the API key is banned for calling on after a 429";
             let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
-            return with_quota(with_retry_after(response, retry_after), headers);
+            return with_quota(with_retry_after(response, retry_after), headers, shared);
         }
     };
     let (latency, failure) = lock(&shared.faults).draw(route);
@@ -215,7 +217,7 @@ async fn admit(
         tokio::time::sleep(delay).await;
     }
     let Some(fault) = failure else {
-        return with_quota(next.run(request).await, headers);
+        return with_quota(next.run(request).await, headers, shared);
     };
     if let (Some(wait), Some(key)) = (fault.kind.cooldown(), key) {
         // An injected 429 acts like a real one: the key must wait.
@@ -259,7 +261,7 @@ async fn admit(
         FaultKind::Latency(_) => next.run(request).await,
     };
     if fault.rate_limit_headers {
-        with_quota(response, headers)
+        with_quota(response, headers, shared)
     } else {
         response
     }
@@ -275,14 +277,49 @@ fn status_code_name(status: StatusCode) -> &'static str {
     }
 }
 
-fn with_quota(mut response: Response, quota: Headers) -> Response {
+fn with_quota(mut response: Response, quota: Headers, shared: &Shared) -> Response {
     let headers = response.headers_mut();
-    for (name, value) in [
+    let x_ratelimit = [
         ("x-ratelimit-limit", quota.limit),
         ("x-ratelimit-remaining", quota.remaining),
         ("x-ratelimit-reset", quota.reset),
-    ] {
-        headers.insert(name, HeaderValue::from(value));
+    ];
+    let until_reset = quota.reset.saturating_sub(shared.clock.now().as_secs());
+    match shared.quota_fields {
+        QuotaFields::XRateLimit => {
+            for (name, value) in x_ratelimit {
+                headers.insert(name, HeaderValue::from(value));
+            }
+        }
+        QuotaFields::RepeatedRemaining => {
+            for (name, value) in x_ratelimit {
+                headers.insert(name, HeaderValue::from(value));
+            }
+            // A gateway's own line first, which never falls.
+            headers.insert("x-ratelimit-remaining", HeaderValue::from(quota.limit));
+            headers.append("x-ratelimit-remaining", HeaderValue::from(quota.remaining));
+        }
+        QuotaFields::NegativeRemaining => {
+            for (name, value) in x_ratelimit {
+                headers.insert(name, HeaderValue::from(value));
+            }
+            headers.insert("x-ratelimit-remaining", HeaderValue::from_static("-1"));
+        }
+        QuotaFields::ResetInSeconds => {
+            for (name, value) in x_ratelimit {
+                headers.insert(name, HeaderValue::from(value));
+            }
+            headers.insert("x-ratelimit-reset", HeaderValue::from(until_reset));
+        }
+        QuotaFields::Ietf => {
+            let field = format!("\"window\";r={};t={until_reset}", quota.remaining);
+            let policy = format!("\"window\";q={}", quota.limit);
+            for (name, value) in [("ratelimit", field), ("ratelimit-policy", policy)] {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(name, value);
+                }
+            }
+        }
     }
     response
 }
