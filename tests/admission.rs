@@ -71,11 +71,22 @@ async fn held_calls_are_admitted_first_in_first_out() {
     let order = completion_order(&client, 10).await;
 
     // After the reset one call probes alone; the rest follow in the order they came.
-    assert_eq!(order[0], 0, "{order:?}");
+    assert_eq!(
+        order[0], 0,
+        "expected the first call in line to complete first, the order was {order:?}"
+    );
     let mut rest = order[1..].to_vec();
     rest.sort_unstable();
-    assert_eq!(rest, (1..10).collect::<Vec<_>>());
-    assert_eq!(sandbox.stats().answered(429), 0);
+    assert_eq!(
+        rest,
+        (1..10).collect::<Vec<_>>(),
+        "expected every other held call to complete"
+    );
+    assert_eq!(
+        sandbox.stats().answered(429),
+        0,
+        "expected no 429 from the sandbox"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -88,7 +99,8 @@ async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
 
     assert_eq!(
         completion_order(&client, 20).await,
-        (0..20).collect::<Vec<_>>()
+        (0..20).collect::<Vec<_>>(),
+        "expected the calls to complete in the order they came"
     );
 }
 
@@ -105,9 +117,13 @@ async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
     assert_eq!(
         first.status(),
         Some(StatusCode::TOO_MANY_REQUESTS),
-        "{first:?}"
+        "expected the injected 429, got {first:?}"
     );
-    assert_eq!(first.attempts(), 1);
+    assert_eq!(
+        first.attempts(),
+        1,
+        "expected one attempt for the first call"
+    );
 
     let held = client.list_pets().send().await.unwrap_err();
 
@@ -116,18 +132,36 @@ async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
         Duration::ZERO,
         "it waited instead of failing"
     );
-    assert!(held.is_rate_limited(), "{held:?}");
-    assert!(matches!(
-        held,
-        Error::Throttled {
-            cause: ThrottleCause::RateLimited,
-            attempts: 0,
-            ..
-        }
-    ));
-    assert_eq!(held.retry_after(), Some(Duration::from_secs(40)));
-    assert_eq!(sandbox.stats().total(), 1);
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert!(
+        held.is_rate_limited(),
+        "expected the held call to fail as rate limited, got {held:?}"
+    );
+    assert!(
+        matches!(
+            held,
+            Error::Throttled {
+                cause: ThrottleCause::RateLimited,
+                attempts: 0,
+                ..
+            }
+        ),
+        "expected a rate-limited hold with no attempt, got {held:?}"
+    );
+    assert_eq!(
+        held.retry_after(),
+        Some(Duration::from_secs(40)),
+        "expected the held call to report the 40 s wait"
+    );
+    assert_eq!(
+        sandbox.stats().total(),
+        1,
+        "expected only the first request to reach the sandbox"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -145,7 +179,11 @@ async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() 
         .send()
         .await
         .unwrap_err();
-    assert_eq!(first.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        first.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "expected the injected 503 on the first call"
+    );
     let closed_at = Instant::now();
 
     let tasks: Vec<_> = (0..16)
@@ -162,15 +200,31 @@ async fn a_503_storm_lets_one_request_through_per_cooldown_not_every_held_one() 
     // the cooldowns grew (1 s, then 1 s, then 2 s) although each 503 asked for 1 s.
     let held: Vec<_> = sandbox.request_log().into_iter().skip(2).collect();
     let statuses: Vec<u16> = held.iter().filter_map(|r| r.status).collect();
-    assert_eq!(statuses[..3], [503, 503, 200], "{statuses:?}");
-    assert_eq!(statuses.len(), 18, "{statuses:?}");
+    assert_eq!(
+        statuses[..3],
+        [503, 503, 200],
+        "expected two refused probes then a success, the statuses were {statuses:?}"
+    );
+    assert_eq!(
+        statuses.len(),
+        18,
+        "expected the 16 held calls and two refused probes, the statuses were {statuses:?}"
+    );
     let since = |i: usize| held[i].at - closed_at;
     assert_eq!(
         [since(0), since(1), since(2)],
-        [1, 2, 4].map(Duration::from_secs)
+        [1, 2, 4].map(Duration::from_secs),
+        "expected the probes 1 s, 2 s and 4 s after the first 503"
     );
-    assert!(held[3..].iter().all(|r| r.at >= held[2].at));
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert!(
+        held[3..].iter().all(|r| r.at >= held[2].at),
+        "expected no held call before the successful probe, the requests were {held:?}"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during a cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -190,7 +244,8 @@ async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not
     sandbox.inject(Fault::status(429).retry_after(30).times(1));
     assert_eq!(
         first.list_pets().send().await.unwrap_err().status(),
-        Some(StatusCode::TOO_MANY_REQUESTS)
+        Some(StatusCode::TOO_MANY_REQUESTS),
+        "expected the injected 429 on the first client"
     );
 
     let start = Instant::now();
@@ -200,18 +255,31 @@ async fn clients_built_separately_for_one_key_share_the_cooldown_unless_told_not
         Duration::from_secs(30),
         "the second client did not wait"
     );
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown"
+    );
 
     // A client with a state of its own knows nothing of the other's 429.
     sandbox.inject(Fault::status(429).retry_after(30).times(1));
     assert_eq!(
         first.list_pets().send().await.unwrap_err().status(),
-        Some(StatusCode::TOO_MANY_REQUESTS)
+        Some(StatusCode::TOO_MANY_REQUESTS),
+        "expected the second injected 429 on the first client"
     );
     let start = Instant::now();
     let _ = own.list_pets().send().await;
-    assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(sandbox.stats().during_cooldown(), 1);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the client with a state of its own not to wait"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        1,
+        "expected the own client's request, alone, during the other's cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -224,7 +292,11 @@ async fn quota_is_the_lowest_remaining_of_the_newest_window() {
     create_concurrently(&client, 50).await;
 
     let quota = client.quota().unwrap();
-    assert_eq!((quota.limit, quota.remaining), (300, 250));
+    assert_eq!(
+        (quota.limit, quota.remaining),
+        (300, 250),
+        "expected the limit and remaining of the Pro minute after 50 calls"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -237,13 +309,23 @@ async fn attempts_counts_every_request_whatever_the_error() {
     sandbox.inject(Fault::status(503).times(1));
     sandbox.inject(Fault::non_json_body(200).times(1));
     let decode = client.list_pets().send().await.unwrap_err();
-    assert!(decode.is_decode(), "{decode:?}");
-    assert_eq!(decode.attempts(), 2);
+    assert!(
+        decode.is_decode(),
+        "expected a decode error, got {decode:?}"
+    );
+    assert_eq!(
+        decode.attempts(),
+        2,
+        "expected the 503 and its retry to count as two attempts"
+    );
 
     sandbox.inject(Fault::truncated_body().times(4));
     let cut = client.list_pets().send().await.unwrap_err();
-    assert!(matches!(cut, Error::Connection { .. }), "{cut:?}");
-    assert_eq!(cut.attempts(), 4);
+    assert!(
+        matches!(cut, Error::Connection { .. }),
+        "expected a connection error from the cut body, got {cut:?}"
+    );
+    assert_eq!(cut.attempts(), 4, "expected one attempt per cut body");
 }
 
 #[tokio::test(start_paused = true)]
@@ -268,11 +350,30 @@ async fn a_retry_held_back_by_a_spent_day_counts_the_request_that_was_sent() {
 
     let held = client.list_pets().send().await.unwrap_err();
 
-    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
-    assert_eq!(held.attempts(), 1);
-    assert_eq!(held.quota().map(|q| q.remaining), Some(0));
-    assert!(held.retry_after().unwrap() > Duration::from_secs(120));
-    assert_eq!(sandbox.stats().total(), 2);
+    assert!(
+        matches!(held, Error::Throttled { .. }),
+        "expected the retry to be held, got {held:?}"
+    );
+    assert_eq!(
+        held.attempts(),
+        1,
+        "expected the one request sent to count as an attempt"
+    );
+    assert_eq!(
+        held.quota().map(|q| q.remaining),
+        Some(0),
+        "expected the error to report the day's budget spent"
+    );
+    assert!(
+        held.retry_after().unwrap() > Duration::from_secs(120),
+        "expected a wait of more than 120 s for the spent day, got {:?}",
+        held.retry_after()
+    );
+    assert_eq!(
+        sandbox.stats().total(),
+        2,
+        "expected the two requests sent and no retry"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -297,14 +398,26 @@ async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait(
         .await
         .unwrap_err();
 
-    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the impatient call to fail without waiting"
+    );
     assert!(
         matches!(impatient, Error::Throttled { .. }),
-        "{impatient:?}"
+        "expected the impatient call to be held, got {impatient:?}"
     );
-    assert!(impatient.retry_after().unwrap() > Duration::from_secs(1));
+    assert!(
+        impatient.retry_after().unwrap() > Duration::from_secs(1),
+        "expected a wait longer than the 1 s the call may wait, got {:?}",
+        impatient.retry_after()
+    );
     ahead.await.unwrap().unwrap();
-    assert_eq!(sandbox.stats().answered(429), 0);
+    assert_eq!(
+        sandbox.stats().answered(429),
+        0,
+        "expected no 429 from the sandbox"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -323,10 +436,24 @@ async fn a_429_whose_body_is_cut_short_still_gets_its_wait() {
     // took to fail), not after the 0.5 s backoff a lost `Retry-After` would have given, and
     // nothing arrived during the cooldown.
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_secs(30), "{waited:?}");
-    assert!(waited < Duration::from_secs(31), "{waited:?}");
-    assert_eq!(sandbox.stats().answered(429), 1);
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
+    assert!(
+        waited >= Duration::from_secs(30),
+        "expected a wait of at least the 30 s Retry-After, waited {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(31),
+        "expected a wait of less than 31 s, waited {waited:?}"
+    );
+    assert_eq!(
+        sandbox.stats().answered(429),
+        1,
+        "expected the injected 429 only"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown"
+    );
 }
 
 /// Found by an independent test (rate-core issue, failure 1): an answer to a request sent

@@ -27,14 +27,15 @@ fn assert_config_error(builder: PetStoreClientBuilder, reason: &str) {
     let Error::Config { reason: actual, .. } = &error else {
         panic!("expected a configuration error, got {error:?}");
     };
-    assert_eq!(actual, reason);
+    assert_eq!(actual, reason, "expected this configuration reason");
     assert_eq!(
         error.to_string(),
-        format!("invalid client configuration: {reason}")
+        format!("invalid client configuration: {reason}"),
+        "expected the error to show the reason"
     );
     assert!(
         !format!("{error} {error:?}").contains(KEY_PART),
-        "{error:?}"
+        "expected no key in the error, got {error:?}"
     );
 }
 
@@ -127,13 +128,18 @@ fn https_loopback_http_and_allowed_insecure_http_base_urls_build() {
     for (url, expected) in cases {
         let client = builder_at(url)
             .build()
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
-        assert_eq!(client.base_url().as_str(), expected);
+            .unwrap_or_else(|e| panic!("expected the base URL {url} to build, got {e}"));
+        assert_eq!(
+            client.base_url().as_str(),
+            expected,
+            "expected the base URL built from {url}"
+        );
     }
     let insecure = builder_at("http://example.com/v1").allow_insecure_http(true);
     assert_eq!(
         insecure.build().unwrap().base_url().as_str(),
-        "http://example.com/v1/"
+        "http://example.com/v1/",
+        "expected the allowed insecure base URL"
     );
 }
 
@@ -208,7 +214,11 @@ async fn from_env_reads_base_url_and_key_and_reports_what_is_unset() {
     let from_env = PetStoreClient::from_env();
     set_env(None, None);
     let from_env = from_env.unwrap();
-    assert_eq!(from_env.base_url().as_str(), format!("{url}/"));
+    assert_eq!(
+        from_env.base_url().as_str(),
+        format!("{url}/"),
+        "expected the base URL from the environment"
+    );
     from_env.list_pets().send().await.unwrap();
 }
 
@@ -254,8 +264,12 @@ async fn the_client_is_clone_send_and_sync_and_so_are_its_calls() {
     let call = assert_send(client.clone().list_pets().send());
     let pets = tokio::spawn(call).await.unwrap().unwrap();
 
-    assert!(pets.is_empty());
-    assert_eq!(client.clone().base_url(), client.base_url());
+    assert!(pets.is_empty(), "expected no pets, got {pets:?}");
+    assert_eq!(
+        client.clone().base_url(),
+        client.base_url(),
+        "expected a clone to keep the base URL"
+    );
 }
 
 #[tokio::test]
@@ -289,7 +303,8 @@ async fn debug_and_display_never_show_the_key() {
         kinds,
         [
             "InvalidA", "Api(ApiE", "Decode {", "BodyTooL", "Timeout ", "Connect ", "Config {"
-        ]
+        ],
+        "expected the start of each kind of error's Debug output"
     );
     let shown = [
         format!("{client:?}"),
@@ -299,11 +314,24 @@ async fn debug_and_display_never_show_the_key() {
         errors.iter().map(|e| format!("{e} ")).collect(),
     ];
     for text in shown {
-        assert!(!text.contains(KEY_PART), "{text}");
-        assert!(!text.contains(BEARER), "{text}");
+        assert!(
+            !text.contains(KEY_PART),
+            "expected no key in the output, got {text}"
+        );
+        assert!(
+            !text.contains(BEARER),
+            "expected no bearer token in the output, got {text}"
+        );
     }
-    assert!(format!("{client:?}").contains("api_key: <redacted>"));
-    assert!(format!("{:?}", builder(&server)).contains("api_key: Some(<redacted>)"));
+    assert!(
+        format!("{client:?}").contains("api_key: <redacted>"),
+        "expected the client's Debug to show the key redacted, got {client:?}"
+    );
+    assert!(
+        format!("{:?}", builder(&server)).contains("api_key: Some(<redacted>)"),
+        "expected the builder's Debug to show the key redacted, got {:?}",
+        builder(&server)
+    );
 }
 
 #[test]
@@ -313,15 +341,25 @@ fn a_per_call_retry_policy_does_not_change_the_client() {
         .build()
         .unwrap();
     let call = client.list_pets().retry_policy(RetryPolicy::none());
-    assert!(format!("{call:?}").contains("max_retries: 0"));
-    assert!(format!("{client:?}").contains("max_retries: 3"));
+    assert!(
+        format!("{call:?}").contains("max_retries: 0"),
+        "expected the call to have no retry, got {call:?}"
+    );
+    assert!(
+        format!("{client:?}").contains("max_retries: 3"),
+        "expected the client to keep its three retries, got {client:?}"
+    );
 }
 
 #[test]
 fn extra_trailing_slashes_still_reach_v1_pets() {
     for url in ["http://127.0.0.1/v1//", "http://127.0.0.1/v1///"] {
         let client = builder_at(url).build().unwrap();
-        assert_eq!(client.base_url().as_str(), "http://127.0.0.1/v1/");
+        assert_eq!(
+            client.base_url().as_str(),
+            "http://127.0.0.1/v1/",
+            "expected the trailing slashes of {url} to fold into one"
+        );
     }
 }
 

@@ -111,10 +111,14 @@ async fn a_call_cancelled_after_sending_counts_as_spent() {
 
     assert!(
         start.elapsed() >= Duration::from_secs(59),
-        "{:?}",
+        "expected the next call to wait for the reset (59 s or more), waited {:?}",
         start.elapsed()
     );
-    assert_eq!(seen.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        3,
+        "expected three requests at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,7 +138,10 @@ async fn cancelling_calls_held_by_the_gate_or_in_backoff_leaves_the_client_usabl
     tokio::time::sleep(Duration::from_secs(1)).await;
     // Held by the gate, then dropped with the clone that made it.
     let held = timeout(Duration::from_secs(2), client.clone().list_pets().send()).await;
-    assert!(held.is_err());
+    assert!(
+        held.is_err(),
+        "expected the held call to be cancelled, got {held:?}"
+    );
     assert!(
         first.await.unwrap().is_err(),
         "the retrying call was not cancelled"
@@ -148,13 +155,28 @@ async fn cancelling_calls_held_by_the_gate_or_in_backoff_leaves_the_client_usabl
     // After the cooldown: request 2 gets a 503, and its retry is cancelled mid-backoff.
     tokio::time::sleep(Duration::from_secs(30)).await;
     let retrying = timeout(Duration::from_millis(100), client.list_pets().send()).await;
-    assert!(retrying.is_err());
-    assert_eq!(seen.load(Ordering::SeqCst), 2);
+    assert!(
+        retrying.is_err(),
+        "expected the call to be cancelled in its backoff, got {retrying:?}"
+    );
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        2,
+        "expected the cancelled retry not to be sent"
+    );
 
     let start = Instant::now();
     client.list_pets().send().await.unwrap();
-    assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(seen.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the next call to go without waiting"
+    );
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        3,
+        "expected three requests at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,8 +201,15 @@ async fn clones_dropped_mid_flight_do_not_disturb_the_others() {
     for task in tasks {
         completed += task.await.unwrap().map_or(0, |n| n);
     }
-    assert_eq!(completed, 50);
-    assert!(seen.load(Ordering::SeqCst) >= 50);
+    assert_eq!(
+        completed, 50,
+        "expected the 50 calls not dropped to complete"
+    );
+    assert!(
+        seen.load(Ordering::SeqCst) >= 50,
+        "expected at least the 50 completed calls at the server, it saw {}",
+        seen.load(Ordering::SeqCst)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -222,7 +251,11 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
     // Each response of a window saw a different `remaining` (every request counted once), no
     // window took more than its 400, and the windows before the last were used to the full.
     let used: Vec<usize> = remaining_by_window.values().map(Vec::len).collect();
-    assert_eq!(used.iter().sum::<usize>(), 1000);
+    assert_eq!(
+        used.iter().sum::<usize>(),
+        1000,
+        "expected the 1000 calls across the windows, they served {used:?}"
+    );
     assert!(
         used[..used.len() - 1].iter().all(|n| *n == 400),
         "expected every window but the last to serve 400 calls, they served {used:?}"
@@ -241,8 +274,24 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
             "expected at most 400 responses in a window, got {responses}"
         );
     }
-    assert_eq!(sandbox.stats().total(), 1000);
-    assert!(sandbox.request_log().iter().all(|r| r.status == Some(200)));
+    assert_eq!(
+        sandbox.stats().total(),
+        1000,
+        "expected one request per call"
+    );
+    assert!(
+        sandbox.request_log().iter().all(|r| r.status == Some(200)),
+        "expected every request answered 200, got the statuses {:?}",
+        sandbox
+            .request_log()
+            .iter()
+            .map(|r| r.status)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
     let last = client.quota().unwrap();
-    assert_eq!(last.reset, *remaining_by_window.keys().last().unwrap());
+    assert_eq!(
+        last.reset,
+        *remaining_by_window.keys().last().unwrap(),
+        "expected the client's quota to be of the last window"
+    );
 }

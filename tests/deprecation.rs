@@ -41,14 +41,25 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
 
     let response = first.get_pet(42).send_with_meta().await.unwrap();
     let notice = response.deprecation().expect("a deprecation notice");
-    assert!(notice.deprecated);
+    assert!(
+        notice.deprecated,
+        "expected the notice to say deprecated, got {notice:?}"
+    );
     assert_eq!(
         notice.deprecated_at,
-        Utc.timestamp_opt(1_688_169_599, 0).single()
+        Utc.timestamp_opt(1_688_169_599, 0).single(),
+        "expected the date of the Deprecation header"
     );
     let sunset = Utc.with_ymd_and_hms(2030, 12, 5, 0, 0, 0).single();
-    assert_eq!(notice.sunset, sunset);
-    assert_eq!(deprecation_warnings(&captured, "getPet"), 1);
+    assert_eq!(
+        notice.sunset, sunset,
+        "expected the date of the Sunset header"
+    );
+    assert_eq!(
+        deprecation_warnings(&captured, "getPet"),
+        1,
+        "expected one warning for getPet"
+    );
 
     first.clone().get_pet(42).send().await.unwrap();
     assert_eq!(
@@ -71,5 +82,9 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
         1,
         "a new client in the same process warned again"
     );
-    assert!(!captured.text().contains(API_KEY));
+    assert!(
+        !captured.text().contains(API_KEY),
+        "the API key leaked into the logs:\n{}",
+        captured.text()
+    );
 }
