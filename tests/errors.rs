@@ -33,17 +33,40 @@ async fn a_429_keeps_status_code_message_quota_and_retry_after_seconds() {
     let error = list_error(with_quota(template, 60, 0, 1_924_992_000)).await;
 
     let api = api_error(&error);
-    assert_eq!(api.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        api.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "expected the status of the answer"
+    );
     assert_eq!(api.code(), Some("rate_limited"));
     assert_eq!(api.message(), Some("Rate limit exceeded"));
-    assert_eq!(api.attempts(), 1);
+    assert_eq!(api.attempts(), 1, "expected one attempt");
     let reset = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
     let quota = Some(Quota::new(60, 0, reset));
-    assert_eq!(api.quota(), quota);
-    assert_eq!(error.quota(), quota);
-    assert_eq!(api.retry_after(), Some(Duration::from_secs(30)));
-    assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
-    assert!(error.is_rate_limited());
+    assert_eq!(
+        api.quota(),
+        quota,
+        "expected the API error's quota from the headers"
+    );
+    assert_eq!(
+        error.quota(),
+        quota,
+        "expected the error's quota from the headers"
+    );
+    assert_eq!(
+        api.retry_after(),
+        Some(Duration::from_secs(30)),
+        "expected the API error's wait from Retry-After"
+    );
+    assert_eq!(
+        error.retry_after(),
+        Some(Duration::from_secs(30)),
+        "expected the error's wait from Retry-After"
+    );
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
     assert_eq!(
         error.to_string(),
         "the Pet Store API answered 429 Too Many Requests: Rate limit exceeded \
@@ -60,14 +83,21 @@ async fn retry_after_as_an_http_date_is_the_wait_until_that_date() {
     // The date has one-second resolution and is read after it was written.
     assert!(
         (Duration::from_secs(3500)..=Duration::from_secs(3600)).contains(&wait),
-        "{wait:?}"
+        "expected a wait of 3500 s to 3600 s, got {wait:?}"
     );
 
     let past = json(429, fixtures::ERROR_429)
         .insert_header("Retry-After", "Thu, 01 Jan 2015 00:00:00 GMT");
     let error = list_error(past).await;
-    assert_eq!(error.retry_after(), Some(Duration::ZERO));
-    assert!(error.to_string().ends_with("; retry after 0s"), "{error}");
+    assert_eq!(
+        error.retry_after(),
+        Some(Duration::ZERO),
+        "expected no wait for a date in the past"
+    );
+    assert!(
+        error.to_string().ends_with("; retry after 0s"),
+        "expected the error to end with a retry after 0s, got {error}"
+    );
 }
 
 #[tokio::test]
@@ -76,15 +106,46 @@ async fn predicates_follow_the_status() {
         let body = format!(r#"{{"code":"c{status}","message":"m","status":{status}}}"#);
         let error = list_error(json(status, &body)).await;
 
-        assert_eq!(error.status(), StatusCode::from_u16(status).ok());
-        assert_eq!(error.is_bad_request(), status == 400, "{status}");
-        assert_eq!(error.is_unauthorized(), status == 401, "{status}");
-        assert_eq!(error.is_not_found(), status == 404, "{status}");
-        assert_eq!(error.is_rate_limited(), status == 429, "{status}");
-        assert!(!error.is_timeout() && !error.is_connect() && !error.is_decode());
-        assert_eq!(error.retry_after(), None);
-        assert_eq!(error.quota(), None);
-        assert_eq!(error.attempts(), 1);
+        assert_eq!(
+            error.status(),
+            StatusCode::from_u16(status).ok(),
+            "expected the status answered"
+        );
+        assert_eq!(
+            error.is_bad_request(),
+            status == 400,
+            "expected is_bad_request for a 400 only, the status was {status}"
+        );
+        assert_eq!(
+            error.is_unauthorized(),
+            status == 401,
+            "expected is_unauthorized for a 401 only, the status was {status}"
+        );
+        assert_eq!(
+            error.is_not_found(),
+            status == 404,
+            "expected is_not_found for a 404 only, the status was {status}"
+        );
+        assert_eq!(
+            error.is_rate_limited(),
+            status == 429,
+            "expected is_rate_limited for a 429 only, the status was {status}"
+        );
+        assert!(
+            !error.is_timeout() && !error.is_connect() && !error.is_decode(),
+            "expected no timeout, connect or decode error for a {status}, got {error:?}"
+        );
+        assert_eq!(
+            error.retry_after(),
+            None,
+            "expected no wait for a {status} without Retry-After"
+        );
+        assert_eq!(
+            error.quota(),
+            None,
+            "expected no quota for a {status} without quota headers"
+        );
+        assert_eq!(error.attempts(), 1, "expected one attempt for a {status}");
     }
 }
 
@@ -118,10 +179,22 @@ async fn display_is_a_sentence_with_status_message_and_code() {
 #[track_caller]
 fn assert_not_an_error_object(error: &Error, status: u16, snippet: &str) {
     let api = api_error(error);
-    assert_eq!(api.status(), status);
-    assert_eq!(api.code(), None);
-    assert_eq!(api.message(), None);
-    assert_eq!(api.body_snippet(), Some(snippet));
+    assert_eq!(api.status(), status, "expected the status answered");
+    assert_eq!(
+        api.code(),
+        None,
+        "expected no code from a body that is not an error object"
+    );
+    assert_eq!(
+        api.message(),
+        None,
+        "expected no message from a body that is not an error object"
+    );
+    assert_eq!(
+        api.body_snippet(),
+        Some(snippet),
+        "expected the body as the snippet"
+    );
 }
 
 #[tokio::test]
@@ -147,11 +220,17 @@ async fn a_body_that_is_not_the_error_object_keeps_status_and_snippet() {
     let truncated = r#"{"code": "unauthorized", "mess"#;
     let error = list_error(json(401, truncated)).await;
     assert_not_an_error_object(&error, 401, truncated);
-    assert!(error.is_unauthorized());
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
 
     let error = list_error(json(401, fixtures::ERROR_WRONG_SHAPE)).await;
     assert_not_an_error_object(&error, 401, fixtures::ERROR_WRONG_SHAPE);
-    assert!(error.is_unauthorized());
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
 }
 
 #[tokio::test]
@@ -198,12 +277,13 @@ async fn a_success_body_that_does_not_decode_names_the_json_path() {
     ];
     for (body, path) in cases {
         let error = list_error(json(200, body)).await;
-        assert!(error.is_decode());
-        assert_eq!(error.attempts(), 1);
+        assert!(error.is_decode(), "expected a decode error, got {error:?}");
+        assert_eq!(error.attempts(), 1, "expected one attempt");
         assert_eq!(error.status(), None, "not an API error");
         assert_eq!(
             decode_parts(&error),
-            ("listPets", StatusCode::OK, path, body)
+            ("listPets", StatusCode::OK, path, body),
+            "expected the operation, status, path and snippet of the decode error"
         );
     }
 
@@ -230,11 +310,19 @@ async fn a_pet_without_its_required_name_fails_to_decode() {
     let error = client(&server).get_pet(42).send().await.unwrap_err();
 
     let (operation, status, path, snippet) = decode_parts(&error);
-    assert_eq!((operation, status, path), ("getPet", StatusCode::OK, "."));
-    assert_eq!(snippet, fixtures::PET_WITHOUT_NAME);
+    assert_eq!(
+        (operation, status, path),
+        ("getPet", StatusCode::OK, "."),
+        "expected the operation, status and path of the decode error"
+    );
+    assert_eq!(
+        snippet,
+        fixtures::PET_WITHOUT_NAME,
+        "expected the whole body as the snippet"
+    );
     assert!(
         error.to_string().contains("missing field `name`"),
-        "{error}"
+        "expected the error to name the missing field, got {error}"
     );
 }
 
@@ -244,11 +332,18 @@ async fn unknown_statuses_and_fields_decode() {
 
     let pets = client(&server).list_pets().send().await.unwrap();
 
-    assert_eq!(pets.len(), 2);
+    assert_eq!(pets.len(), 2, "expected two pets, got {pets:?}");
     let adopted = pets[0].status.as_ref().unwrap();
-    assert!(!adopted.is_known());
+    assert!(
+        !adopted.is_known(),
+        "expected `adopted` to be an unknown status, got {adopted:?}"
+    );
     assert_eq!(adopted.as_str(), "adopted");
-    assert_eq!(pets[1].status, Some(PetStatus::Available));
+    assert_eq!(
+        pets[1].status,
+        Some(PetStatus::Available),
+        "expected the second pet's status"
+    );
 }
 
 #[tokio::test]
@@ -265,16 +360,25 @@ async fn a_refused_connection_is_a_connect_error() {
 
     assert!(
         matches!(error, Error::Connect { attempts: 1, .. }),
-        "{error:?}"
+        "expected a connect error after one attempt, got {error:?}"
     );
-    assert!(error.is_connect());
-    assert!(!error.is_timeout());
-    assert_eq!(error.status(), None);
+    assert!(
+        error.is_connect(),
+        "expected is_connect to be true, got {error:?}"
+    );
+    assert!(
+        !error.is_timeout(),
+        "expected is_timeout to be false, got {error:?}"
+    );
+    assert_eq!(error.status(), None, "expected no status without an answer");
     // The operating system's own words, as a plain connect to the same port gets them.
     let reason = std::net::TcpStream::connect(&address)
         .unwrap_err()
         .to_string();
-    assert!(reason.to_lowercase().contains("refused"), "{reason}");
+    assert!(
+        reason.to_lowercase().contains("refused"),
+        "expected the operating system to say the connection was refused, it said {reason}"
+    );
     assert_eq!(
         error.to_string(),
         format!("could not connect to the Pet Store API at {address}: {reason}")
@@ -285,9 +389,16 @@ async fn a_refused_connection_is_a_connect_error() {
     else {
         unreachable!()
     };
-    assert_eq!(*actual, address);
+    assert_eq!(
+        *actual, address,
+        "expected the address of the refused server"
+    );
     // The root cause is in the message, so not in `source()` as well.
-    assert!(std::error::Error::source(&error).is_none());
+    assert!(
+        std::error::Error::source(&error).is_none(),
+        "expected no source, got {:?}",
+        std::error::Error::source(&error)
+    );
 }
 
 const SHORT: Duration = Duration::from_millis(200);
@@ -314,10 +425,17 @@ async fn a_slow_response_hits_the_attempt_timeout() {
                 ..
             }
         ),
-        "{error:?}"
+        "expected the 200ms attempt timeout on the first attempt, got {error:?}"
     );
-    assert_eq!(error.timeout_kind(), Some(TimeoutKind::Attempt));
-    assert!(error.is_timeout() && !error.is_connect());
+    assert_eq!(
+        error.timeout_kind(),
+        Some(TimeoutKind::Attempt),
+        "expected the kind of timeout"
+    );
+    assert!(
+        error.is_timeout() && !error.is_connect(),
+        "expected a timeout and not a connect error, got {error:?}"
+    );
     assert_eq!(
         error.to_string(),
         "the per-attempt timeout of 200ms elapsed"
@@ -345,7 +463,7 @@ async fn a_slow_response_hits_the_call_timeout() {
                 ..
             }
         ),
-        "{error:?}"
+        "expected the 200ms call timeout on the first attempt, got {error:?}"
     );
     assert_eq!(error.to_string(), "the whole-call timeout of 200ms elapsed");
 }
@@ -363,7 +481,8 @@ async fn a_success_body_over_the_limit_is_body_too_large() {
     let error = small.list_pets().send().await.unwrap_err();
     assert!(
         matches!(error, Error::BodyTooLarge { status: StatusCode::OK, limit, attempts: 1, .. } if limit == exact - 1),
-        "{error:?}"
+        "expected a body too large for the {}-byte limit, got {error:?}",
+        exact - 1
     );
     assert_eq!(
         error.to_string(),
@@ -374,7 +493,11 @@ async fn a_success_body_over_the_limit_is_body_too_large() {
     );
 
     let fits = builder(&server).max_response_body(exact).build().unwrap();
-    assert_eq!(fits.list_pets().send().await.unwrap().len(), 3);
+    assert_eq!(
+        fits.list_pets().send().await.unwrap().len(),
+        3,
+        "expected the three pets of a body that just fits"
+    );
 }
 
 #[tokio::test]
@@ -385,10 +508,14 @@ async fn an_error_body_over_the_limit_is_still_an_api_error() {
 
     let error = client.list_pets().send().await.unwrap_err();
 
-    assert!(error.is_unauthorized());
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
     assert_eq!(
         api_error(&error).body_snippet(),
-        Some(&fixtures::ERROR_401[..16])
+        Some(&fixtures::ERROR_401[..16]),
+        "expected the snippet cut at the 16-byte limit"
     );
 }
 
@@ -413,7 +540,7 @@ async fn a_chunked_success_body_over_the_limit_is_body_too_large() {
                 ..
             }
         ),
-        "{error:?}"
+        "expected a body too large for the 10-byte limit, got {error:?}"
     );
 }
 
@@ -434,9 +561,12 @@ async fn a_body_cut_short_is_a_connection_error() {
 
     assert!(
         matches!(error, Error::Connection { attempts: 1, .. }),
-        "{error:?}"
+        "expected a connection error after one attempt, got {error:?}"
     );
-    assert!(!error.is_connect() && !error.is_timeout());
+    assert!(
+        !error.is_connect() && !error.is_timeout(),
+        "expected neither a connect error nor a timeout, got {error:?}"
+    );
     let address = base_url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix("/v1"))
@@ -448,5 +578,9 @@ async fn a_body_cut_short_is_a_connection_error() {
              complete: end of file before message length reached"
         )
     );
-    assert!(std::error::Error::source(&error).is_none());
+    assert!(
+        std::error::Error::source(&error).is_none(),
+        "expected no source, got {:?}",
+        std::error::Error::source(&error)
+    );
 }

@@ -159,8 +159,15 @@ async fn connection_refused_is_a_connect_error() {
     let client = client(addr).build().unwrap();
 
     let error = list(&client).await.unwrap_err();
-    assert!(error.is_connect(), "{error:?}");
-    assert_eq!(error.attempts(), 4);
+    assert!(
+        error.is_connect(),
+        "expected a connect error, got {error:?}"
+    );
+    assert_eq!(
+        error.attempts(),
+        4,
+        "expected the first attempt and three retries"
+    );
     let reason = std::net::TcpStream::connect(addr).unwrap_err().to_string();
     assert_eq!(
         error.to_string(),
@@ -170,7 +177,7 @@ async fn connection_refused_is_a_connect_error() {
     let error = create(&client).await.unwrap_err();
     assert!(
         matches!(error, Error::Connect { attempts: 1, .. }),
-        "{error:?}"
+        "expected a connect error after the one attempt of a POST, got {error:?}"
     );
 }
 
@@ -184,14 +191,18 @@ async fn a_dropped_connection_is_retried_for_get_only() {
         let error = list(&client).await.unwrap_err();
         assert!(
             matches!(error, Error::Connection { attempts: 4, .. }),
-            "{error:?}"
+            "expected a connection error after four attempts of a GET, got {error:?}"
         );
-        assert_eq!(seen.requests.load(Ordering::SeqCst), 4);
+        assert_eq!(
+            seen.requests.load(Ordering::SeqCst),
+            4,
+            "expected four GET requests at the server"
+        );
 
         let error = create(&client).await.unwrap_err();
         assert!(
             matches!(error, Error::Connection { attempts: 1, .. }),
-            "{error:?}"
+            "expected a connection error after the one attempt of a POST, got {error:?}"
         );
         assert_eq!(
             seen.requests.load(Ordering::SeqCst),
@@ -211,15 +222,31 @@ async fn headers_that_never_arrive_hit_the_attempt_timeout() {
     let start = Instant::now();
 
     let error = list(&client).await.unwrap_err();
-    assert_eq!(error.timeout_kind(), Some(TimeoutKind::Attempt));
-    assert_eq!(error.attempts(), 4);
+    assert_eq!(
+        error.timeout_kind(),
+        Some(TimeoutKind::Attempt),
+        "expected the attempt timeout on the GET"
+    );
+    assert_eq!(error.attempts(), 4, "expected four attempts of the GET");
     // Four 5 s attempts and the 0.5 + 1 + 2 s backoff between them.
-    assert_eq!(start.elapsed(), Duration::from_millis(4 * 5000 + 3500));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(4 * 5000 + 3500),
+        "expected four 5 s attempts and 3.5 s of backoff"
+    );
 
     let error = create(&client).await.unwrap_err();
-    assert_eq!(error.timeout_kind(), Some(TimeoutKind::Attempt));
-    assert_eq!(error.attempts(), 1);
-    assert_eq!(seen.requests.load(Ordering::SeqCst), 5);
+    assert_eq!(
+        error.timeout_kind(),
+        Some(TimeoutKind::Attempt),
+        "expected the attempt timeout on the POST"
+    );
+    assert_eq!(error.attempts(), 1, "expected one attempt of the POST");
+    assert_eq!(
+        seen.requests.load(Ordering::SeqCst),
+        5,
+        "expected four GET requests and one POST at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -234,8 +261,16 @@ async fn a_body_that_trickles_forever_hits_the_attempt_timeout() {
 
     let error = list(&client).await.unwrap_err();
 
-    assert_eq!(error.timeout_kind(), Some(TimeoutKind::Attempt));
-    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(
+        error.timeout_kind(),
+        Some(TimeoutKind::Attempt),
+        "expected the attempt timeout"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(5),
+        "expected the call to end at the 5 s attempt timeout"
+    );
     assert_eq!(error.to_string(), "the per-attempt timeout of 5s elapsed");
 }
 
@@ -251,9 +286,21 @@ async fn the_call_timeout_bounds_retries_and_waits() {
 
     let error = list(&client).await.unwrap_err();
 
-    assert_eq!(error.timeout_kind(), Some(TimeoutKind::Call));
-    assert_eq!(start.elapsed(), Duration::from_secs(12));
-    assert_eq!(error.attempts(), 3);
+    assert_eq!(
+        error.timeout_kind(),
+        Some(TimeoutKind::Call),
+        "expected the call timeout"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(12),
+        "expected the call to end at the 12 s call timeout"
+    );
+    assert_eq!(
+        error.attempts(),
+        3,
+        "expected three attempts within the call timeout"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,7 +320,7 @@ async fn a_huge_content_length_is_refused_without_reading() {
                 ..
             }
         ),
-        "{error:?}"
+        "expected a body too large for the 1 MiB limit, got {error:?}"
     );
 }
 
@@ -293,7 +340,7 @@ async fn an_endless_body_is_not_buffered_past_the_cap() {
                 ..
             }
         ),
-        "{error:?}"
+        "expected a body too large, got {error:?}"
     );
     // The client stopped reading at the cap: what the server managed to write is the cap plus
     // what the kernel's socket buffers hold, not an unbounded stream.
@@ -301,7 +348,7 @@ async fn an_endless_body_is_not_buffered_past_the_cap() {
     let written = seen.body_bytes_written.load(Ordering::SeqCst);
     assert!(
         written < (cap as u64) + (16 << 20),
-        "{written} bytes were written"
+        "expected the server to write less than the cap and 16 MiB, it wrote {written} bytes"
     );
 }
 
@@ -359,8 +406,16 @@ async fn unusable_retry_after_values_on_a_429_give_the_backoff_with_a_one_second
             .await
             .unwrap();
 
-        assert_eq!(response.attempts(), 2, "{values:?}");
-        assert_eq!(start.elapsed(), Duration::from_secs(1), "{values:?}");
+        assert_eq!(
+            response.attempts(),
+            2,
+            "expected one retry with Retry-After {values:?}"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1),
+            "expected the 1 s floor with Retry-After {values:?}"
+        );
     }
 }
 
@@ -375,8 +430,12 @@ async fn a_decimal_retry_after_is_rounded_up_never_shortened() {
         .await
         .unwrap();
 
-    assert_eq!(response.attempts(), 2);
-    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    assert_eq!(response.attempts(), 2, "expected one retry");
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(2),
+        "expected the 1.5 s Retry-After rounded up to 2 s"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -391,8 +450,16 @@ async fn a_retry_after_of_zero_or_in_the_past_still_backs_off_and_grows() {
             .await
             .unwrap();
 
-        assert_eq!(response.attempts(), 2, "{value}");
-        assert_eq!(start.elapsed(), Duration::from_millis(500), "{value}");
+        assert_eq!(
+            response.attempts(),
+            2,
+            "expected one retry with Retry-After {value}"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(500),
+            "expected the 0.5 s backoff with Retry-After {value}"
+        );
     }
     // Every answer a 429 with `Retry-After: 0`: the delays grow as the backoff's.
     let server = MockServer::start().await;
@@ -403,8 +470,16 @@ async fn a_retry_after_of_zero_or_in_the_past_still_backs_off_and_grows() {
         .await;
     let start = Instant::now();
     let error = paused_client(&server).list_pets().send().await.unwrap_err();
-    assert_eq!(error.attempts(), 4);
-    assert_eq!(start.elapsed(), Duration::from_millis(500 + 1_000 + 2_000));
+    assert_eq!(
+        error.attempts(),
+        4,
+        "expected the first attempt and three retries"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(500 + 1_000 + 2_000),
+        "expected the backoff to grow: 0.5 s, 1 s, 2 s"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -413,11 +488,21 @@ async fn a_huge_retry_after_fails_at_once_and_never_panics() {
     let client = paused_client(&server);
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_rate_limited());
-    assert_eq!(error.retry_after(), Some(Duration::from_secs(u64::MAX)));
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert_eq!(
+        error.retry_after(),
+        Some(Duration::from_secs(u64::MAX)),
+        "expected the huge wait saturated, not wrapped"
+    );
 
     let held = client.list_pets().send().await.unwrap_err();
-    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
+    assert!(
+        matches!(held, Error::Throttled { .. }),
+        "expected the next call to be held, got {held:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -456,8 +541,16 @@ async fn unusable_rate_limit_headers_give_no_quota_and_no_error() {
 
         let response = client.list_pets().send_with_meta().await.unwrap();
 
-        assert_eq!(client.quota(), None, "{quota:?}");
-        assert_eq!(response.quota(), None, "{quota:?}");
+        assert_eq!(
+            client.quota(),
+            None,
+            "expected no client quota from the headers {quota:?}"
+        );
+        assert_eq!(
+            response.quota(),
+            None,
+            "expected no response quota from the headers {quota:?}"
+        );
     }
 }
 
@@ -472,14 +565,32 @@ async fn a_spent_quota_far_in_the_future_fails_at_once_instead_of_waiting() {
     let client = paused_client(&server);
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_rate_limited());
-    assert_eq!(error.quota().map(|q| q.remaining), Some(0));
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert_eq!(
+        error.quota().map(|q| q.remaining),
+        Some(0),
+        "expected the quota to say the budget is spent"
+    );
 
     let start = Instant::now();
     let held = client.list_pets().send().await.unwrap_err();
-    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
-    assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    assert!(
+        matches!(held, Error::Throttled { .. }),
+        "expected the next call to be held, got {held:?}"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the held call to fail without waiting"
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        1,
+        "expected only the first request at the server"
+    );
 }
 
 #[tokio::test]
@@ -509,8 +620,16 @@ async fn redirects_are_not_followed_and_never_carry_the_key_to_another_host() {
         .build()
         .unwrap();
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(StatusCode::FOUND));
-    assert!(elsewhere.received_requests().await.unwrap().is_empty());
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::FOUND),
+        "expected the 302 as an error"
+    );
+    assert!(
+        elsewhere.received_requests().await.unwrap().is_empty(),
+        "expected no request at the other host, it got {}",
+        elsewhere.received_requests().await.unwrap().len()
+    );
 
     // A user-supplied client that follows redirects reaches the other host without the key.
     let following = PetStoreClient::builder()
@@ -520,8 +639,12 @@ async fn redirects_are_not_followed_and_never_carry_the_key_to_another_host() {
         .build()
         .unwrap();
     let pets = following.list_pets().send().await.unwrap();
-    assert_eq!(pets.len(), 1);
+    assert_eq!(pets.len(), 1, "expected the pet of the other host");
     let received = elsewhere.received_requests().await.unwrap();
-    assert_eq!(received.len(), 1);
-    assert!(!received[0].headers.contains_key("authorization"));
+    assert_eq!(received.len(), 1, "expected one request at the other host");
+    assert!(
+        !received[0].headers.contains_key("authorization"),
+        "expected no authorization header at the other host, got {:?}",
+        received[0].headers
+    );
 }

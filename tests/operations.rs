@@ -29,9 +29,17 @@ async fn list_pets_gets_the_bare_array_without_a_query() {
 
     assert_eq!(pets, listed_pets());
     let request = only_request(&server).await;
-    assert_eq!(request.url.query(), None);
-    assert!(request.body.is_empty());
-    assert_eq!(request.headers.get("content-type"), None);
+    assert_eq!(request.url.query(), None, "expected no query");
+    assert!(
+        request.body.is_empty(),
+        "expected no body, got {} bytes",
+        request.body.len()
+    );
+    assert_eq!(
+        request.headers.get("content-type"),
+        None,
+        "expected no content type on a GET"
+    );
 }
 
 #[tokio::test]
@@ -47,11 +55,27 @@ async fn list_pets_sends_limit_and_status_exactly_as_set() {
     let client = client(&server);
 
     let both = client.list_pets().status(PetStatus::Sold).limit(10);
-    assert_eq!(both.send().await.unwrap(), []);
+    assert_eq!(
+        both.send().await.unwrap(),
+        [],
+        "expected no pets with limit and status"
+    );
     let status = client.list_pets().status(PetStatus::Pending);
-    assert_eq!(status.send().await.unwrap(), []);
-    assert_eq!(client.list_pets().limit(1).send().await.unwrap(), []);
-    assert_eq!(client.list_pets().limit(100).send().await.unwrap(), []);
+    assert_eq!(
+        status.send().await.unwrap(),
+        [],
+        "expected no pets with status"
+    );
+    assert_eq!(
+        client.list_pets().limit(1).send().await.unwrap(),
+        [],
+        "expected no pets with limit 1"
+    );
+    assert_eq!(
+        client.list_pets().limit(100).send().await.unwrap(),
+        [],
+        "expected no pets with limit 100"
+    );
 }
 
 #[tokio::test]
@@ -70,18 +94,29 @@ async fn list_pets_rejects_a_limit_outside_1_to_100_before_sending() {
         else {
             panic!("expected InvalidArgument, got {error:?}");
         };
-        assert_eq!(*name, "limit");
-        assert_eq!(*value, limit.to_string());
+        assert_eq!(*name, "limit", "expected the name of the argument");
+        assert_eq!(
+            *value,
+            limit.to_string(),
+            "expected the value of the argument"
+        );
         assert_eq!(*expected, "the API accepts 1 to 100");
         assert_eq!(
             error.to_string(),
             format!("invalid limit {limit}: the API accepts 1 to 100")
         );
-        assert_eq!(error.attempts(), 0);
+        assert_eq!(error.attempts(), 0, "expected no attempt for limit {limit}");
         let with_meta = client.list_pets().limit(limit).send_with_meta().await;
-        assert!(matches!(with_meta, Err(Error::InvalidArgument { .. })));
+        assert!(
+            matches!(with_meta, Err(Error::InvalidArgument { .. })),
+            "expected an invalid argument from send_with_meta, got {with_meta:?}"
+        );
     }
-    assert_eq!(server.received_requests().await.unwrap().len(), 0);
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        0,
+        "expected no request at the server"
+    );
 }
 
 #[tokio::test]
@@ -97,13 +132,17 @@ async fn list_pets_rejects_a_status_the_specification_does_not_list_before_sendi
 
     assert!(
         matches!(error, Error::InvalidArgument { name: "status", .. }),
-        "{error:?}"
+        "expected an invalid status argument, got {error:?}"
     );
     assert_eq!(
         error.to_string(),
         "invalid status adopted: the API accepts available, pending or sold"
     );
-    assert_eq!(server.received_requests().await.unwrap().len(), 0);
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        0,
+        "expected no request at the server"
+    );
 }
 
 #[tokio::test]
@@ -114,7 +153,10 @@ async fn list_pets_maps_401_to_an_unauthorized_error() {
     let error = client(&server).list_pets().send().await.unwrap_err();
 
     assert_api_error(&error, 401, "unauthorized", "Invalid API key");
-    assert!(error.is_unauthorized());
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
 }
 
 #[tokio::test]
@@ -139,7 +181,7 @@ async fn create_pet_posts_the_new_pet_without_id_and_omits_an_unset_status() {
 
     let bare = client.create_pet(NewPet::new("Rex", 3)).send_with_meta();
     let bare = bare.await.unwrap();
-    assert_eq!(bare.status(), 201);
+    assert_eq!(bare.status(), 201, "expected the status of a creation");
     assert_eq!(bare.value(), &created);
     let with_status = NewPet::new("Rex", 3).status(PetStatus::Available);
     assert_eq!(
@@ -166,8 +208,16 @@ async fn create_pet_maps_400_and_401_to_api_errors() {
             .unwrap_err();
 
         assert_api_error(&error, status, code, message);
-        assert_eq!(error.is_bad_request(), status == 400);
-        assert_eq!(error.is_unauthorized(), status == 401);
+        assert_eq!(
+            error.is_bad_request(),
+            status == 400,
+            "expected is_bad_request for a 400 only, the status was {status}"
+        );
+        assert_eq!(
+            error.is_unauthorized(),
+            status == 401,
+            "expected is_unauthorized for a 401 only, the status was {status}"
+        );
     }
 }
 
@@ -201,8 +251,16 @@ async fn get_pet_maps_401_and_404_to_api_errors() {
         let error = client(&server).get_pet(42).send().await.unwrap_err();
 
         assert_api_error(&error, status, code, message);
-        assert_eq!(error.is_unauthorized(), status == 401);
-        assert_eq!(error.is_not_found(), status == 404);
+        assert_eq!(
+            error.is_unauthorized(),
+            status == 401,
+            "expected is_unauthorized for a 401 only, the status was {status}"
+        );
+        assert_eq!(
+            error.is_not_found(),
+            status == 404,
+            "expected is_not_found for a 404 only, the status was {status}"
+        );
     }
 }
 
@@ -247,7 +305,11 @@ async fn base_url_with_or_without_trailing_slash_reaches_v1_pets() {
         format!("{}/v1/", server.uri()),
     ] {
         let client = builder(&server).base_url(&base_url).build().unwrap();
-        assert_eq!(client.base_url().as_str(), format!("{}/v1/", server.uri()));
+        assert_eq!(
+            client.base_url().as_str(),
+            format!("{}/v1/", server.uri()),
+            "expected one trailing slash from {base_url}"
+        );
         client.list_pets().send().await.unwrap();
     }
 }
@@ -260,14 +322,38 @@ async fn send_with_meta_exposes_status_headers_quota_and_attempts() {
 
     let response = client(&server).list_pets().send_with_meta().await.unwrap();
 
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.header("x-request-id"), Some("req-123"));
-    assert_eq!(response.header("X-REQUEST-ID"), Some("req-123"));
-    assert_eq!(response.header("x-absent"), None);
-    assert_eq!(response.headers()["x-ratelimit-remaining"], "59");
+    assert_eq!(response.status(), 200, "expected the status answered");
+    assert_eq!(
+        response.header("x-request-id"),
+        Some("req-123"),
+        "expected the header by its lower-case name"
+    );
+    assert_eq!(
+        response.header("X-REQUEST-ID"),
+        Some("req-123"),
+        "expected the header by its upper-case name"
+    );
+    assert_eq!(
+        response.header("x-absent"),
+        None,
+        "expected no value for a header not sent"
+    );
+    assert_eq!(
+        response.headers()["x-ratelimit-remaining"],
+        "59",
+        "expected the remaining header"
+    );
     let reset = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
-    assert_eq!(response.quota(), Some(Quota::new(60, 59, reset)));
-    assert_eq!(response.attempts(), 1);
-    assert_eq!(response.deprecation(), None);
+    assert_eq!(
+        response.quota(),
+        Some(Quota::new(60, 59, reset)),
+        "expected the quota of the headers"
+    );
+    assert_eq!(response.attempts(), 1, "expected one attempt");
+    assert_eq!(
+        response.deprecation(),
+        None,
+        "expected no deprecation notice"
+    );
     assert_eq!(response.into_value(), listed_pets());
 }
