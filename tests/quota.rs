@@ -33,10 +33,22 @@ async fn quota_is_read_from_a_success_response() {
 
     let response = client.list_pets().send_with_meta().await.unwrap();
 
-    assert_eq!(response.quota(), Some(quota(300, 299)));
-    assert_eq!(client.quota(), Some(quota(300, 299)));
+    assert_eq!(
+        response.quota(),
+        Some(quota(300, 299)),
+        "expected the response's quota from the headers"
+    );
+    assert_eq!(
+        client.quota(),
+        Some(quota(300, 299)),
+        "expected the client's quota from the headers"
+    );
     let seen = client.quota().unwrap();
-    assert_eq!((seen.used(), seen.is_exhausted()), (1, false));
+    assert_eq!(
+        (seen.used(), seen.is_exhausted()),
+        (1, false),
+        "expected one request used and the quota not exhausted"
+    );
 }
 
 #[tokio::test]
@@ -48,10 +60,25 @@ async fn quota_is_read_from_an_error_response() {
 
     let error = client.list_pets().send().await.unwrap_err();
 
-    assert!(error.is_unauthorized());
-    assert_eq!(error.quota(), Some(quota(60, 12)));
-    assert_eq!(api_error(&error).quota(), Some(quota(60, 12)));
-    assert_eq!(client.quota(), Some(quota(60, 12)));
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
+    assert_eq!(
+        error.quota(),
+        Some(quota(60, 12)),
+        "expected the error's quota from the headers"
+    );
+    assert_eq!(
+        api_error(&error).quota(),
+        Some(quota(60, 12)),
+        "expected the API error's quota from the headers"
+    );
+    assert_eq!(
+        client.quota(),
+        Some(quota(60, 12)),
+        "expected the client's quota from the error's headers"
+    );
 }
 
 #[tokio::test]
@@ -70,14 +97,22 @@ async fn client_quota_is_the_latest_any_clone_saw() {
     let second = first.clone();
 
     first.list_pets().limit(1).send().await.unwrap();
-    assert_eq!(second.quota(), Some(quota(60, 59)));
+    assert_eq!(
+        second.quota(),
+        Some(quota(60, 59)),
+        "expected the clone to see the quota of the first call"
+    );
 
     let task = tokio::spawn(async move {
         second.list_pets().limit(2).send().await.unwrap();
         second
     });
     let second = task.await.unwrap();
-    assert_eq!(first.quota(), Some(quota(60, 58)));
+    assert_eq!(
+        first.quota(),
+        Some(quota(60, 58)),
+        "expected the client to see the quota of the clone's call"
+    );
 
     first.list_pets().limit(3).send().await.unwrap();
     assert_eq!(
@@ -131,9 +166,14 @@ async fn missing_malformed_or_duplicated_headers_give_no_quota_and_no_error() {
 
         let response = client.list_pets().send_with_meta().await;
 
-        let response = response.unwrap_or_else(|e| panic!("{case}: {e:?}"));
-        assert_eq!(response.quota(), None, "{case}");
-        assert_eq!(client.quota(), None, "{case}");
+        let response =
+            response.unwrap_or_else(|e| panic!("expected a success with {case}, got {e:?}"));
+        assert_eq!(
+            response.quota(),
+            None,
+            "expected no response quota with {case}"
+        );
+        assert_eq!(client.quota(), None, "expected no client quota with {case}");
     }
 }
 
@@ -147,9 +187,20 @@ async fn malformed_headers_on_an_error_give_the_error_without_quota() {
 
     let error = client.list_pets().send().await.unwrap_err();
 
-    assert!(error.is_not_found());
-    assert_eq!(error.quota(), None);
-    assert_eq!(client.quota(), None);
+    assert!(
+        error.is_not_found(),
+        "expected a not-found error, got {error:?}"
+    );
+    assert_eq!(
+        error.quota(),
+        None,
+        "expected no quota on the error from a bad reset"
+    );
+    assert_eq!(
+        client.quota(),
+        None,
+        "expected no client quota from a bad reset"
+    );
 }
 
 /// A sandbox showing the quota as `fields`, with a key allowed 5 requests per 10-second window.

@@ -109,7 +109,10 @@ async fn after_a_429_no_request_of_64_tasks_reaches_the_server_during_the_cooldo
         .send()
         .await
         .unwrap_err();
-    assert!(error.is_rate_limited());
+    assert!(
+        error.is_rate_limited(),
+        "expected the injected 429, got {error:?}"
+    );
     let limited_at = answered(&sandbox, 429)[0];
 
     let tasks: Vec<_> = (0..64)
@@ -129,8 +132,16 @@ async fn after_a_429_no_request_of_64_tasks_reaches_the_server_during_the_cooldo
         .filter(|r| r.at > limited_at && r.at < cooldown_end)
         .count();
     assert_eq!(during, 0, "requests reached the server during the cooldown");
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
-    assert_eq!(log.iter().filter(|r| r.at >= cooldown_end).count(), 64);
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown by the sandbox's count"
+    );
+    assert_eq!(
+        log.iter().filter(|r| r.at >= cooldown_end).count(),
+        64,
+        "expected the 64 calls after the cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -165,8 +176,12 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
                 "{plan:?}: a window was not used to the full: {per_window:?}"
             );
         }
-        assert_eq!(sandbox.stats().bans(), 0);
-        assert_eq!(sandbox.stats().during_cooldown(), 0);
+        assert_eq!(sandbox.stats().bans(), 0, "{plan:?}: expected no ban");
+        assert_eq!(
+            sandbox.stats().during_cooldown(),
+            0,
+            "{plan:?}: expected no request during a cooldown"
+        );
     }
 }
 
@@ -181,12 +196,16 @@ async fn ten_times_the_limit_never_gets_the_key_banned() {
     let per_window = hammer(&client, 64, Duration::from_secs(10 * 60)).await;
 
     let stats = sandbox.stats();
-    assert_eq!(stats.bans(), 0);
-    assert_eq!(stats.during_cooldown(), 0);
-    assert_eq!(answered(&sandbox, 429).len(), 0);
+    assert_eq!(stats.bans(), 0, "expected no ban");
+    assert_eq!(
+        stats.during_cooldown(),
+        0,
+        "expected no request during a cooldown"
+    );
+    assert_eq!(answered(&sandbox, 429).len(), 0, "expected no 429");
     assert!(
         full_windows(&per_window).iter().all(|used| *used == 60),
-        "{per_window:?}"
+        "expected every full window to serve 60 calls, successes per window {per_window:?}"
     );
 }
 
@@ -213,11 +232,30 @@ async fn a_spent_daily_quota_fails_at_once_instead_of_waiting_for_tomorrow() {
 
     let error = client.list_pets().send().await.unwrap_err();
 
-    assert_eq!(start.elapsed(), Duration::ZERO);
-    assert!(matches!(error, Error::Throttled { .. }), "{error:?}");
-    assert!(error.is_rate_limited());
-    assert!(error.retry_after().unwrap() > RetryPolicy::default().max_server_wait());
-    assert_eq!(error.quota().unwrap().remaining, 0);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the call to fail without waiting"
+    );
+    assert!(
+        matches!(error, Error::Throttled { .. }),
+        "expected the call to be held, got {error:?}"
+    );
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert!(
+        error.retry_after().unwrap() > RetryPolicy::default().max_server_wait(),
+        "expected a wait longer than the default max_server_wait of {:?}, got {:?}",
+        RetryPolicy::default().max_server_wait(),
+        error.retry_after()
+    );
+    assert_eq!(
+        error.quota().unwrap().remaining,
+        0,
+        "expected the quota to say the day is spent"
+    );
     assert_eq!(sandbox.stats().total(), 10, "the request was sent anyway");
 }
 

@@ -73,7 +73,7 @@ async fn a_get_with_a_query_sends_exactly_what_the_typed_operations_send() {
         .await
         .unwrap();
 
-    assert_eq!(orders.len(), 2);
+    assert_eq!(orders.len(), 2, "expected two orders, got {orders:?}");
     assert_eq!(
         orders[0],
         Order {
@@ -82,7 +82,11 @@ async fn a_get_with_a_query_sends_exactly_what_the_typed_operations_send() {
         }
     );
     let received = &server.received_requests().await.unwrap()[0];
-    assert_eq!(received.url.query(), Some("status=placed&limit=5"));
+    assert_eq!(
+        received.url.query(),
+        Some("status=placed&limit=5"),
+        "expected the query in the order given"
+    );
 }
 
 #[tokio::test]
@@ -118,8 +122,12 @@ async fn a_post_sends_its_json_body_and_the_raw_body_can_be_kept() {
         .send_with_meta::<Order>()
         .await
         .unwrap();
-    assert_eq!(created.status(), 201);
-    assert_eq!(created.value().id, 7);
+    assert_eq!(created.status(), 201, "expected the status of a creation");
+    assert_eq!(
+        created.value().id,
+        7,
+        "expected the id of the created order"
+    );
 
     let raw = client
         .request(Method::POST, "store/orders")
@@ -127,7 +135,11 @@ async fn a_post_sends_its_json_body_and_the_raw_body_can_be_kept() {
         .send_for_bytes()
         .await
         .unwrap();
-    assert_eq!(raw.value(), br#"{"id":7,"status":"placed"}"#);
+    assert_eq!(
+        raw.value(),
+        br#"{"id":7,"status":"placed"}"#,
+        "expected the raw body"
+    );
 }
 
 #[tokio::test]
@@ -148,10 +160,18 @@ async fn a_path_that_could_leave_the_base_url_is_refused_before_anything_is_sent
             .await
             .unwrap_err();
         let Error::InvalidArgument { name, value, .. } = &error else {
-            panic!("{path}: {error:?}");
+            panic!("expected the path {path} to be an invalid argument, got {error:?}");
         };
-        assert_eq!((*name, value.as_str()), ("path", path));
-        assert_eq!(error.attempts(), 0);
+        assert_eq!(
+            (*name, value.as_str()),
+            ("path", path),
+            "expected the name and value of the argument"
+        );
+        assert_eq!(
+            error.attempts(),
+            0,
+            "expected no attempt for the path {path}"
+        );
     }
     assert_eq!(requests(&server).await, 0, "a request reached the server");
 }
@@ -189,7 +209,11 @@ async fn a_429_on_a_raw_request_holds_the_typed_operations_and_the_reverse() {
         .send::<Vec<Order>>()
         .await
         .unwrap_err();
-    assert_eq!(raw.status(), Some(StatusCode::TOO_MANY_REQUESTS));
+    assert_eq!(
+        raw.status(),
+        Some(StatusCode::TOO_MANY_REQUESTS),
+        "expected the 429 on the raw request"
+    );
     let start = Instant::now();
     client.list_pets().send().await.unwrap_err();
     assert_eq!(
@@ -205,13 +229,17 @@ async fn a_429_on_a_raw_request_holds_the_typed_operations_and_the_reverse() {
         .send()
         .await
         .unwrap();
-    assert_eq!(orders.len(), 2);
+    assert_eq!(orders.len(), 2, "expected two orders, got {orders:?}");
     assert_eq!(
         start.elapsed(),
         Duration::from_secs(30),
         "the raw call did not wait"
     );
-    assert_eq!(requests(&server).await, 3);
+    assert_eq!(
+        requests(&server).await,
+        3,
+        "expected two 429s and one success at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -243,14 +271,18 @@ async fn retries_follow_the_method() {
         assert_eq!(
             failed.status().map(|s| s.as_u16()),
             Some(status),
-            "{verb} {status}"
+            "expected the status {status} as the error of a {verb}"
         );
         assert_eq!(
             requests(&server).await,
             expected_requests,
-            "{verb} {status}"
+            "expected {expected_requests} requests of a {verb} answered {status}"
         );
-        assert_eq!(failed.attempts() as usize, expected_requests);
+        assert_eq!(
+            failed.attempts() as usize,
+            expected_requests,
+            "expected {expected_requests} attempts of a {verb} answered {status}"
+        );
     }
 }
 
@@ -276,9 +308,13 @@ async fn a_body_that_is_not_the_type_asked_for_is_a_decode_error_with_its_path()
         operation, path, ..
     } = &error
     else {
-        panic!("{error:?}");
+        panic!("expected a decode error, got {error:?}");
     };
-    assert_eq!((*operation, path.as_str()), ("request", "[1].id"));
+    assert_eq!(
+        (*operation, path.as_str()),
+        ("request", "[1].id"),
+        "expected the operation and JSON path of the decode error"
+    );
 }
 
 #[tokio::test]
@@ -296,6 +332,13 @@ async fn the_sandbox_answers_a_route_it_does_not_know_with_its_404_error_object(
         .await
         .unwrap_err();
 
-    assert!(error.is_not_found(), "{error:?}");
-    assert_eq!(error.api_error().and_then(|e| e.code()), Some("not_found"));
+    assert!(
+        error.is_not_found(),
+        "expected a not-found error, got {error:?}"
+    );
+    assert_eq!(
+        error.api_error().and_then(|e| e.code()),
+        Some("not_found"),
+        "expected the code of the sandbox's error object"
+    );
 }

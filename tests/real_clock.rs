@@ -54,7 +54,7 @@ async fn four_independent_instances_on_a_multi_threaded_runtime_never_get_the_ke
                         Err(Error::Throttled { retry_after, .. }) => {
                             tokio::time::sleep(retry_after.min(WINDOW)).await;
                         }
-                        Err(error) => panic!("{error}"),
+                        Err(error) => panic!("expected only successes and holds, got {error}"),
                     }
                 }
                 succeeded
