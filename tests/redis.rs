@@ -172,11 +172,22 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
         calls.slowest,
         calls.failed,
     );
-    assert_eq!(limited(&log), 0);
-    assert_eq!(stats.bans(), 0);
-    assert!(windows.len() >= 10, "{windows:?}");
-    assert!(goodput >= 0.98, "goodput {:.1}%", goodput * 100.0);
-    assert!(calls.failed.is_empty(), "{:?}", calls.failed);
+    assert_eq!(limited(&log), 0, "expected no 429");
+    assert_eq!(stats.bans(), 0, "expected no ban of the key");
+    assert!(
+        windows.len() >= 10,
+        "expected at least ten full windows, successes per window {windows:?}"
+    );
+    assert!(
+        goodput >= 0.98,
+        "expected a goodput of at least 98%, got {:.1}%",
+        goodput * 100.0
+    );
+    assert!(
+        calls.failed.is_empty(),
+        "expected no failed call, got {:?}",
+        calls.failed
+    );
 
     let mut redis = redis_connection(&redis).await;
     let round_trips = script_calls(&mut redis).await;
@@ -191,7 +202,8 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
     let periods = RUN.as_secs() / WINDOW.as_secs() + 1;
     assert!(
         round_trips <= log.len() + periods as usize * (1 + 4 * INSTANCES),
-        "{round_trips} round trips for {} requests",
+        "expected at most {} Redis round trips, got {round_trips} for {} requests",
+        log.len() + periods as usize * (1 + 4 * INSTANCES),
         log.len()
     );
 
@@ -202,12 +214,15 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
         .query_async(&mut redis)
         .await
         .unwrap();
-    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys.len(), 1, "expected one key in Redis, got {keys:?}");
     let name = &keys[0];
     let hash = name
         .strip_prefix("petstore-client:v1:")
         .expect("the documented prefix");
-    assert!(hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(
+        hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+        "expected 32 hex digits after the prefix, got {hash}"
+    );
     let fields: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(name)
         .query_async(&mut redis)
@@ -215,21 +230,27 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
         .unwrap();
     let text = format!("{hash} {fields:?}");
     for secret in [KEY, "127.0.0.1", "/v1", "pets", "Rex"] {
-        assert!(!text.contains(secret), "{secret} in {text}");
+        assert!(
+            !text.contains(secret),
+            "expected no {secret} in what Redis holds, got {text}"
+        );
     }
     assert!(
         fields.iter().all(
             |(field, _)| ["seq", "cool", "half", "probe"].contains(&field.as_str())
                 || field == &format!("w:{PER_WINDOW}")
         ),
-        "{fields:?}"
+        "expected only the fields of the state, got {fields:?}"
     );
     let ttl: i64 = redis::cmd("PTTL")
         .arg(name)
         .query_async(&mut redis)
         .await
         .unwrap();
-    assert!((0..=62_000).contains(&ttl), "expires: {ttl} ms");
+    assert!(
+        (0..=62_000).contains(&ttl),
+        "expected the hash to expire within 62 s, it expires in {ttl} ms"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -257,10 +278,16 @@ async fn eight_instances_sharing_redis_spend_the_day_budget_exactly() {
         calls.slowest,
         calls.failed,
     );
-    assert_eq!(limited(&log), 0);
-    assert_eq!(sandbox.stats().bans(), 0);
-    assert!(!days.is_empty() && days.iter().all(|n| *n == u64::from(PER_DAY)));
-    assert!(minutes.iter().all(|n| *n <= 20), "{minutes:?}");
+    assert_eq!(limited(&log), 0, "expected no 429");
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban of the key");
+    assert!(
+        !days.is_empty() && days.iter().all(|n| *n == u64::from(PER_DAY)),
+        "expected every full day to serve its {PER_DAY}, successes per day {days:?}"
+    );
+    assert!(
+        minutes.iter().all(|n| *n <= 20),
+        "expected at most 20 successes a minute, successes per minute {minutes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -289,7 +316,11 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
     }
 
     let log = sandbox.request_log();
-    assert_eq!(limited(&log), 1, "{log:?}");
+    assert_eq!(
+        limited(&log),
+        1,
+        "expected the injected 429 only, the requests were {log:?}"
+    );
     assert_eq!(
         sandbox.stats().during_cooldown(),
         0,
@@ -301,9 +332,16 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
         .iter()
         .filter(|r| r.at - start < Duration::from_secs(3))
         .count();
-    assert_eq!(during_wait, 1, "{log:?}");
+    assert_eq!(
+        during_wait, 1,
+        "expected the probe alone during the wait, the requests were {log:?}"
+    );
     let first_success = log.iter().find(|r| r.status == Some(200)).unwrap();
-    assert!(first_success.at - start >= Duration::from_secs(3));
+    assert!(
+        first_success.at - start >= Duration::from_secs(3),
+        "expected the first success after the 3 s Retry-After, it came after {:?}",
+        first_success.at - start
+    );
 }
 
 #[test]
@@ -399,7 +437,11 @@ fn calls_go_on_when_redis_is_killed_and_share_again_when_it_is_back() {
         slowest_up,
         slowest_down,
     );
-    assert!(calls.failed.is_empty(), "{:?}", calls.failed);
+    assert!(
+        calls.failed.is_empty(),
+        "expected no failed call, got {:?}",
+        calls.failed
+    );
     // No instance hung on Redis: every one of them kept getting answers while it was down.
     for i in 0..INSTANCES {
         let agent = format!("instance-{i}");
@@ -409,20 +451,36 @@ fn calls_go_on_when_redis_is_killed_and_share_again_when_it_is_back() {
             "{agent} got no answer while Redis was down"
         );
     }
-    assert_eq!(sandbox.stats().bans(), 0);
-    assert_eq!(count_429(&before), 0);
-    assert_eq!(count_429(&again), 0);
-    assert!(!down.is_empty(), "calls went on while Redis was down");
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban of the key");
+    assert_eq!(
+        count_429(&before),
+        0,
+        "expected no 429 before Redis was killed"
+    );
+    assert_eq!(count_429(&again), 0, "expected no 429 once Redis was back");
+    assert!(
+        !down.is_empty(),
+        "expected calls to go on while Redis was down, no request arrived"
+    );
     // Each instance warned once for the outage, and found Redis back once.
-    assert_eq!(count(&text, UNREACHABLE), INSTANCES, "{text}");
-    assert_eq!(count(&text, ANSWERS_AGAIN), INSTANCES, "{text}");
+    assert_eq!(
+        count(&text, UNREACHABLE),
+        INSTANCES,
+        "expected one warning per instance that Redis is unreachable, the log reads:\n{text}"
+    );
+    assert_eq!(
+        count(&text, ANSWERS_AGAIN),
+        INSTANCES,
+        "expected one line per instance that Redis answers again, the log reads:\n{text}"
+    );
     // Sharing resumed: every request after the restart was admitted through Redis.
     let admissions =
         runtime.block_on(async { script_calls(&mut redis_connection(&redis).await).await });
     // Each instance tries Redis again once a second while it is down.
     assert!(
         admissions >= again.len(),
-        "{admissions} script calls for {} requests",
+        "expected a script call per request once Redis was back, got {admissions} for {} \
+         requests",
         again.len()
     );
 }
@@ -445,10 +503,18 @@ fn calls_go_on_without_waiting_when_redis_is_unreachable_or_frozen() {
         for _ in 0..20 {
             let start = Instant::now();
             client.list_pets().limit(1).send().await.unwrap();
-            assert!(start.elapsed() < Duration::from_millis(500));
+            assert!(
+                start.elapsed() < Duration::from_millis(500),
+                "expected a call within 500 ms with Redis refused, it took {:?}",
+                start.elapsed()
+            );
         }
         let text = captured.text();
-        assert_eq!(count(&text, UNREACHABLE), 1, "{text}");
+        assert_eq!(
+            count(&text, UNREACHABLE),
+            1,
+            "expected one warning that Redis is unreachable, the log reads:\n{text}"
+        );
 
         // Frozen: connected, and nothing answers.
         let client = instance(&sandbox, 1, Some(&redis.url()));
@@ -461,14 +527,28 @@ fn calls_go_on_without_waiting_when_redis_is_unreachable_or_frozen() {
         let frozen_for = start.elapsed();
         redis.thaw();
         // One timeout (250 ms) per second at most, not one per call.
-        assert!(frozen_for < Duration::from_secs(2), "{frozen_for:?}");
+        assert!(
+            frozen_for < Duration::from_secs(2),
+            "expected 20 calls within 2 s with Redis frozen, they took {frozen_for:?}"
+        );
         tokio::time::sleep(Duration::from_millis(1_100)).await;
         client.list_pets().limit(1).send().await.unwrap();
     });
     let text = captured.text();
-    assert_eq!(count(&text, UNREACHABLE), 2, "{text}");
-    assert_eq!(count(&text, ANSWERS_AGAIN), 1, "{text}");
-    assert!(!text.contains(KEY));
+    assert_eq!(
+        count(&text, UNREACHABLE),
+        2,
+        "expected one warning per client that Redis is unreachable, the log reads:\n{text}"
+    );
+    assert_eq!(
+        count(&text, ANSWERS_AGAIN),
+        1,
+        "expected one line that Redis answers again, the log reads:\n{text}"
+    );
+    assert!(
+        !text.contains(KEY),
+        "the API key leaked into the logs:\n{text}"
+    );
 }
 
 async fn redis_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {

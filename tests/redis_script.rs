@@ -38,7 +38,11 @@ impl State {
     /// A state whose first request, the probe, was answered with `window`.
     async fn probed(server: &RedisServer, window: Report) -> Self {
         let mut state = Self::new(server).await;
-        assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+        assert_eq!(
+            state.admit(&[]).await,
+            [0, 1, 1],
+            "expected the first request to go as the probe, numbered 1"
+        );
         state.report("ok", &[window]).await;
         state
     }
@@ -81,8 +85,14 @@ impl State {
 
 /// A hold's kind and length, with the length checked to be within `around` ± 100 ms.
 fn held(reply: &[i64], kind: i64, around: i64) {
-    assert_eq!(reply[0], kind, "{reply:?}");
-    assert!((reply[1] - around).abs() <= 100, "{reply:?}");
+    assert_eq!(
+        reply[0], kind,
+        "expected a hold of kind {kind} (1 quiet, 2 probe, 3 spent window), the reply was {reply:?}"
+    );
+    assert!(
+        (reply[1] - around).abs() <= 100,
+        "expected a hold of {around} ± 100 ms, the reply was {reply:?}"
+    );
 }
 
 #[tokio::test]
@@ -90,13 +100,29 @@ async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent
     let server = RedisServer::start();
     let mut state = State::new(&server).await;
     // Nothing known: the first request is the probe, numbered 1; the next waits for it.
-    assert_eq!(state.admit(&[]).await, [0, 1, 1]);
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 1, 1],
+        "expected the first request to go as the probe, numbered 1"
+    );
     held(&state.admit(&[]).await, 2, 2_000);
     // The probe's answer: 2 left of 60, the period ends in 10 s.
     state.report("ok", &[(60, 2, 1_000, 10_000, 1)]).await;
-    assert_eq!(state.window(60).await, Some((1_000, 2)));
-    assert_eq!(state.admit(&[]).await, [0, 0, 2]);
-    assert_eq!(state.admit(&[]).await, [0, 0, 3]);
+    assert_eq!(
+        state.window(60).await,
+        Some((1_000, 2)),
+        "expected the window's period and what is left, as the probe reported"
+    );
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 0, 2],
+        "expected admission 2 to go"
+    );
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 0, 3],
+        "expected admission 3 to go"
+    );
     held(&state.admit(&[]).await, 3, 10_000);
     // A higher report of the same period gives nothing back.
     state.report("", &[(60, 40, 1_000, 10_000, 3)]).await;
@@ -108,19 +134,39 @@ async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it
     let server = RedisServer::start();
     let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
     for n in 2..=5 {
-        assert_eq!(state.admit(&[]).await, [0, 0, n]);
+        assert_eq!(
+            state.admit(&[]).await,
+            [0, 0, n],
+            "expected admission {n} to go"
+        );
     }
-    assert_eq!(state.window(60).await, Some((1_000, 55)));
+    assert_eq!(
+        state.window(60).await,
+        Some((1_000, 55)),
+        "expected the window's period and what is left after four admissions"
+    );
     // The next period, reported late by the answer to admission 3: the two admitted after it
     // may not be counted in its 58 yet.
     state.report("", &[(60, 58, 1_060, 70_000, 3)]).await;
-    assert_eq!(state.window(60).await, Some((1_060, 56)));
+    assert_eq!(
+        state.window(60).await,
+        Some((1_060, 56)),
+        "expected the next period net of the two admitted after the report"
+    );
     // A window the headers show for the first time (the day, now binding) opens the same way.
     state.report("", &[(1_000, 20, 90_000, 600_000, 4)]).await;
-    assert_eq!(state.window(1_000).await, Some((90_000, 19)));
+    assert_eq!(
+        state.window(1_000).await,
+        Some((90_000, 19)),
+        "expected the day's window net of the one admitted after the report"
+    );
     // Within an open window a report only lowers what is left, as it says.
     state.report("", &[(60, 50, 1_060, 70_000, 5)]).await;
-    assert_eq!(state.window(60).await, Some((1_060, 50)));
+    assert_eq!(
+        state.window(60).await,
+        Some((1_060, 50)),
+        "expected the report to lower what is left"
+    );
 }
 
 #[tokio::test]
@@ -137,7 +183,8 @@ async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
     );
     assert_eq!(
         state.window(60).await.map(|(period, _)| period),
-        Some(1_000)
+        Some(1_000),
+        "expected the ended period to stay as it was"
     );
     held(&state.admit(&[]).await, 2, 2_000);
 }
@@ -151,11 +198,19 @@ async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
     held(&state.admit(&[]).await, 1, 300);
     tokio::time::sleep(Duration::from_millis(350)).await;
     let probe = state.admit(&[]).await;
-    assert_eq!(probe[..2], [0, 1]);
+    assert_eq!(
+        probe[..2],
+        [0, 1],
+        "expected the first request after the quiet to go as the probe"
+    );
     held(&state.admit(&[]).await, 2, 2_000);
     // The probe's normal answer releases the others.
     state
         .report("ok", &[(60, 48, 1_000, 59_000, probe[2] as u64)])
         .await;
-    assert_eq!(state.admit(&[]).await[..2], [0, 0]);
+    assert_eq!(
+        state.admit(&[]).await[..2],
+        [0, 0],
+        "expected the others to go after the probe's normal answer"
+    );
 }

@@ -178,12 +178,32 @@ pub fn refused_base_url() -> String {
 pub fn assert_api_error(error: &Error, status: u16, code: &str, message: &str) {
     let status = StatusCode::from_u16(status).expect("a valid status");
     let api = api_error(error);
-    assert_eq!(api.status(), status, "{error:?}");
-    assert_eq!(error.status(), Some(status));
-    assert_eq!(api.code(), Some(code));
-    assert_eq!(api.message(), Some(message));
-    assert_eq!(api.body_snippet(), None);
-    assert_eq!(api.attempts(), 1);
+    assert_eq!(
+        api.status(),
+        status,
+        "expected the status of the API error, got {error:?}"
+    );
+    assert_eq!(
+        error.status(),
+        Some(status),
+        "expected the status of the error"
+    );
+    assert_eq!(
+        api.code(),
+        Some(code),
+        "expected the code of the error object"
+    );
+    assert_eq!(
+        api.message(),
+        Some(message),
+        "expected the message of the error object"
+    );
+    assert_eq!(
+        api.body_snippet(),
+        None,
+        "expected no snippet for an error object"
+    );
+    assert_eq!(api.attempts(), 1, "expected one attempt");
 }
 
 /// A server for what wiremock cannot send (a chunked body, a body cut short): it answers one

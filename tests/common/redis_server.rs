@@ -66,7 +66,10 @@ impl RedisServer {
             .args([signal, &pid.to_string()])
             .status()
             .expect("kill runs");
-        assert!(status.success(), "kill {signal} {pid} failed");
+        assert!(
+            status.success(),
+            "expected kill {signal} {pid} to succeed, it ended with {status}"
+        );
     }
 
     /// Starts the server again on the same port, empty, and waits until it answers.
