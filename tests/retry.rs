@@ -86,9 +86,21 @@ async fn delays_follow_the_exponential_schedule_and_stop_after_max_retries() {
         .await
         .unwrap_err();
 
-    assert_eq!(start.elapsed(), Duration::from_millis(500 + 1000 + 2000));
-    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
-    assert_eq!(error.attempts(), 4);
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(500 + 1000 + 2000),
+        "expected the backoff of 0.5 s, 1 s and 2 s"
+    );
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "expected the last 503 as the error"
+    );
+    assert_eq!(
+        error.attempts(),
+        4,
+        "expected the first attempt and three retries"
+    );
     assert_eq!(
         error.to_string(),
         "the Pet Store API answered 503 Service Unavailable: status 503 (code `error`) (after 4 attempts)"
@@ -114,9 +126,19 @@ async fn jittered_delays_stay_within_their_bounds() {
 
     // 0.5 s and 1 s, each grown by up to itself.
     let elapsed = start.elapsed();
-    assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
-    assert!(elapsed < Duration::from_millis(3000), "{elapsed:?}");
-    assert_eq!(error.attempts(), 3);
+    assert!(
+        elapsed >= Duration::from_millis(1500),
+        "expected a wait of at least 1.5 s, waited {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(3000),
+        "expected a wait of less than 3 s, waited {elapsed:?}"
+    );
+    assert_eq!(
+        error.attempts(),
+        3,
+        "expected the first attempt and two retries"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -138,9 +160,17 @@ async fn retry_after_seconds_is_waited_exactly_not_the_backoff() {
         .await
         .unwrap();
 
-    assert_eq!(start.elapsed(), Duration::from_secs(7));
-    assert_eq!(response.attempts(), 2);
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(7),
+        "expected the 7 s of Retry-After"
+    );
+    assert_eq!(response.attempts(), 2, "expected one retry");
+    assert_eq!(
+        requests(&server).await,
+        2,
+        "expected two requests at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -173,9 +203,12 @@ async fn retry_after_http_date_is_never_undercut() {
     let elapsed = start.elapsed();
     assert!(
         elapsed + Duration::from_millis(500) >= needed,
-        "{elapsed:?} < {needed:?}"
+        "expected a wait of at least {needed:?} less 0.5 s, waited {elapsed:?}"
     );
-    assert!(elapsed <= Duration::from_secs(30), "{elapsed:?}");
+    assert!(
+        elapsed <= Duration::from_secs(30),
+        "expected a wait of at most 30 s, waited {elapsed:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -191,17 +224,42 @@ async fn a_wait_beyond_the_ceiling_fails_at_once_and_holds_later_calls() {
 
     let error = client.list_pets().send().await.unwrap_err();
 
-    assert_eq!(start.elapsed(), Duration::ZERO);
-    assert!(error.is_rate_limited());
-    assert_eq!(error.retry_after(), Some(Duration::from_secs(3600)));
-    assert_eq!(error.attempts(), 1);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the call to fail without waiting"
+    );
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert_eq!(
+        error.retry_after(),
+        Some(Duration::from_secs(3600)),
+        "expected the hour of Retry-After"
+    );
+    assert_eq!(error.attempts(), 1, "expected one attempt");
 
     // The service asked for an hour of quiet: another call is held back without a request.
     let held = client.clone().list_pets().send().await.unwrap_err();
-    assert!(matches!(held, Error::Throttled { .. }), "{held:?}");
-    assert!(held.is_rate_limited());
-    assert!(held.retry_after().unwrap() > Duration::from_secs(3590));
-    assert_eq!(requests(&server).await, 1);
+    assert!(
+        matches!(held, Error::Throttled { .. }),
+        "expected the next call to be held, got {held:?}"
+    );
+    assert!(
+        held.is_rate_limited(),
+        "expected the held call to be rate limited, got {held:?}"
+    );
+    assert!(
+        held.retry_after().unwrap() > Duration::from_secs(3590),
+        "expected most of the hour still to wait, got {:?}",
+        held.retry_after()
+    );
+    assert_eq!(
+        requests(&server).await,
+        1,
+        "expected only the first request at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -215,25 +273,50 @@ async fn a_call_held_after_a_long_503_is_unavailable_not_rate_limited() {
     let client = client(&server, RetryPolicy::default());
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
-    assert!(error.is_unavailable() && error.is_server_error() && error.is_retryable());
-    assert!(!error.is_rate_limited());
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "expected the 503 as the error"
+    );
+    assert!(
+        error.is_unavailable() && error.is_server_error() && error.is_retryable(),
+        "expected an unavailable, server and retryable error, got {error:?}"
+    );
+    assert!(
+        !error.is_rate_limited(),
+        "expected a 503 not to be rate limited, got {error:?}"
+    );
 
     // The service asked for an hour of quiet: another call is held back without a request.
     let held = client.list_pets().send().await.unwrap_err();
-    assert_eq!(held.throttle_cause(), Some(ThrottleCause::Unavailable));
-    assert!(held.is_unavailable() && held.is_retryable(), "{held:?}");
+    assert_eq!(
+        held.throttle_cause(),
+        Some(ThrottleCause::Unavailable),
+        "expected the cause of the hold"
+    );
+    assert!(
+        held.is_unavailable() && held.is_retryable(),
+        "expected an unavailable and retryable hold, got {held:?}"
+    );
     assert!(
         !held.is_rate_limited() && !held.is_server_error(),
-        "{held:?}"
+        "expected a hold neither rate limited nor a server error, got {held:?}"
     );
-    assert_eq!(held.status(), None);
+    assert_eq!(
+        held.status(),
+        None,
+        "expected no status for a request not sent"
+    );
     assert_eq!(
         held.to_string(),
         "the request was not sent: the service is unavailable and asked for quiet for another \
          3600s, longer than this call may wait"
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(
+        requests(&server).await,
+        1,
+        "expected only the first request at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -255,7 +338,11 @@ async fn post_is_retried_after_429() {
         .unwrap();
 
     assert_eq!(pet.name, "Rex");
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(
+        requests(&server).await,
+        2,
+        "expected the POST and its one retry"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,8 +361,16 @@ async fn post_is_not_retried_after_5xx() {
             .await
             .unwrap_err();
 
-        assert_eq!(error.status(), StatusCode::from_u16(code).ok());
-        assert_eq!(error.attempts(), 1);
+        assert_eq!(
+            error.status(),
+            StatusCode::from_u16(code).ok(),
+            "expected the {code} as the error"
+        );
+        assert_eq!(
+            error.attempts(),
+            1,
+            "expected no retry of a POST after a {code}"
+        );
     }
 }
 
@@ -305,10 +400,15 @@ async fn post_is_not_retried_after_an_attempt_timeout() {
 
     assert_eq!(
         error.timeout_kind(),
-        Some(petstore_client::TimeoutKind::Attempt)
+        Some(petstore_client::TimeoutKind::Attempt),
+        "expected the attempt timeout"
     );
-    assert_eq!(error.attempts(), 1);
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(error.attempts(), 1, "expected no retry of the POST");
+    assert_eq!(
+        requests(&server).await,
+        1,
+        "expected one POST at the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -324,9 +424,17 @@ async fn get_is_retried_after_5xx_until_it_succeeds() {
             .await
             .unwrap();
 
-        assert_eq!(response.value().len(), 1);
-        assert_eq!(response.attempts(), 3);
-        assert_eq!(start.elapsed(), Duration::from_millis(1500));
+        assert_eq!(response.value().len(), 1, "expected the one pet listed");
+        assert_eq!(
+            response.attempts(),
+            3,
+            "expected two retries after a {code}"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(1500),
+            "expected the backoff of 0.5 s and 1 s after a {code}"
+        );
     }
 }
 
@@ -346,7 +454,11 @@ async fn client_errors_are_never_retried() {
             .await
             .unwrap_err();
 
-        assert_eq!(error.status(), StatusCode::from_u16(code).ok());
+        assert_eq!(
+            error.status(),
+            StatusCode::from_u16(code).ok(),
+            "expected the {code} as the error"
+        );
     }
 }
 
@@ -357,7 +469,11 @@ async fn a_request_policy_overrides_the_client_policy() {
     let client = client(&server, RetryPolicy::none());
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "expected the 503 without a retry"
+    );
 
     let pets = client
         .list_pets()
@@ -365,8 +481,12 @@ async fn a_request_policy_overrides_the_client_policy() {
         .send()
         .await
         .unwrap();
-    assert_eq!(pets.len(), 1);
-    assert_eq!(requests(&server).await, 3);
+    assert_eq!(pets.len(), 1, "expected the one pet listed");
+    assert_eq!(
+        requests(&server).await,
+        3,
+        "expected one request, then two with the call's retries"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -383,7 +503,10 @@ async fn after_a_429_every_clone_waits_out_the_cooldown() {
     let client = client(&server, RetryPolicy::none());
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_rate_limited());
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
     let start = Instant::now();
 
     let tasks: Vec<_> = (0..8)
@@ -402,8 +525,16 @@ async fn after_a_429_every_clone_waits_out_the_cooldown() {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    assert_eq!(start.elapsed(), Duration::from_secs(30));
-    assert_eq!(requests(&server).await, 9);
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(30),
+        "expected the clones to wait out the 30 s cooldown"
+    );
+    assert_eq!(
+        requests(&server).await,
+        9,
+        "expected the 429 and one request per clone"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -431,5 +562,9 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
         .await
         .unwrap();
 
-    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(10),
+        "expected the next call to wait out the 10 s of the 503"
+    );
 }

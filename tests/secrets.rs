@@ -171,7 +171,11 @@ async fn a_whole_session_with_retries_never_shows_the_key() {
         .unwrap();
     errors.push(unreachable.list_pets().send().await.unwrap_err());
 
-    assert_eq!(errors.len(), 4, "{errors:?}");
+    assert_eq!(
+        errors.len(),
+        4,
+        "expected four errors from the session, got {errors:?}"
+    );
     for error in &errors {
         for text in renderings(error) {
             assert_hidden("an error", &text);
