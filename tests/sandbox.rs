@@ -63,15 +63,31 @@ fn bearer(sandbox: &Sandbox) -> String {
 
 /// The error object, with `status` equal to the HTTP status, and the rate-limit headers.
 fn assert_error(response: &Raw, status: u16, code: &str) {
-    assert_eq!(response.status, status, "{:?}", response.body);
-    assert_eq!(response.body["code"], code, "{:?}", response.body);
-    assert_eq!(response.body["status"], status);
+    assert_eq!(
+        response.status, status,
+        "expected the status {status}, the body was {:?}",
+        response.body
+    );
+    assert_eq!(
+        response.body["code"], code,
+        "expected the code {code}, the body was {:?}",
+        response.body
+    );
+    assert_eq!(
+        response.body["status"], status,
+        "expected the body's status to be the HTTP status"
+    );
     assert!(
         response.body["message"]
             .as_str()
-            .is_some_and(|m| !m.is_empty())
+            .is_some_and(|m| !m.is_empty()),
+        "expected a message in the error object, the body was {:?}",
+        response.body
     );
-    assert_eq!(response.headers[CONTENT_TYPE], "application/json");
+    assert_eq!(
+        response.headers[CONTENT_TYPE], "application/json",
+        "expected a JSON error object"
+    );
     assert_quota_headers(response);
 }
 
@@ -114,7 +130,7 @@ fn assert_quota_headers(response: &Raw) {
         let value = response
             .headers
             .get(name)
-            .unwrap_or_else(|| panic!("no {name}"));
+            .unwrap_or_else(|| panic!("expected a {name} header, the response has none"));
         value.to_str().unwrap().parse::<u64>().unwrap();
     }
 }
@@ -154,7 +170,10 @@ async fn every_route_requires_a_known_bearer_key() {
         .send()
         .await
         .unwrap_err();
-    assert!(error.is_unauthorized());
+    assert!(
+        error.is_unauthorized(),
+        "expected an unauthorized error, got {error:?}"
+    );
     assert!(
         error.quota().is_some(),
         "a 401 carries the rate-limit headers too"
@@ -165,7 +184,10 @@ async fn every_route_requires_a_known_bearer_key() {
 async fn pets_are_created_listed_filtered_and_fetched() {
     let sandbox = common::sandbox().await;
     let client = client(&sandbox, Plan::Pro);
-    assert!(client.list_pets().send().await.unwrap().is_empty());
+    assert!(
+        client.list_pets().send().await.unwrap().is_empty(),
+        "expected no pet in a new sandbox"
+    );
 
     let rex = client
         .create_pet(NewPet::new("Rex", 3))
@@ -177,13 +199,22 @@ async fn pets_are_created_listed_filtered_and_fetched() {
         .send()
         .await
         .unwrap();
-    assert_eq!((rex.id.get(), misty.id.get()), (1, 2));
+    assert_eq!(
+        (rex.id.get(), misty.id.get()),
+        (1, 2),
+        "expected the ids in the order of creation"
+    );
     assert_eq!(rex.status, Some(PetStatus::Available), "the default status");
-    assert_eq!(rex.category_id, CategoryId::new(3));
+    assert_eq!(
+        rex.category_id,
+        CategoryId::new(3),
+        "expected the category sent"
+    );
 
     assert_eq!(
         client.list_pets().send().await.unwrap(),
-        vec![rex.clone(), misty.clone()]
+        vec![rex.clone(), misty.clone()],
+        "expected both pets listed"
     );
     let pending = client
         .list_pets()
@@ -191,7 +222,7 @@ async fn pets_are_created_listed_filtered_and_fetched() {
         .send()
         .await
         .unwrap();
-    assert_eq!(pending, vec![misty]);
+    assert_eq!(pending, vec![misty], "expected only the pending pet");
     assert!(
         client
             .list_pets()
@@ -199,7 +230,8 @@ async fn pets_are_created_listed_filtered_and_fetched() {
             .send()
             .await
             .unwrap()
-            .is_empty()
+            .is_empty(),
+        "expected no sold pet"
     );
 
     #[allow(deprecated)]
@@ -210,8 +242,15 @@ async fn pets_are_created_listed_filtered_and_fetched() {
 
     #[allow(deprecated)]
     let missing = client.get_pet(99).send().await.unwrap_err();
-    assert!(missing.is_not_found());
-    assert_eq!(missing.api_error().unwrap().code(), Some("not_found"));
+    assert!(
+        missing.is_not_found(),
+        "expected a not-found error, got {missing:?}"
+    );
+    assert_eq!(
+        missing.api_error().unwrap().code(),
+        Some("not_found"),
+        "expected the code of the 404"
+    );
 }
 
 #[tokio::test]
@@ -220,10 +259,18 @@ async fn limit_defaults_to_20_and_accepts_1_to_100() {
     let sandbox = Sandbox::builder().pets(seed).start().await.unwrap();
     let client = client(&sandbox, Plan::Pro);
 
-    assert_eq!(client.list_pets().send().await.unwrap().len(), 20);
-    assert_eq!(client.list_pets().limit(1).send().await.unwrap().len(), 1);
+    assert_eq!(
+        client.list_pets().send().await.unwrap().len(),
+        20,
+        "expected 20 pets by default"
+    );
+    assert_eq!(
+        client.list_pets().limit(1).send().await.unwrap().len(),
+        1,
+        "expected one pet with limit 1"
+    );
     let hundred = client.list_pets().limit(100).send().await.unwrap();
-    assert_eq!(hundred.len(), 100);
+    assert_eq!(hundred.len(), 100, "expected 100 pets with limit 100");
     assert!(
         hundred.windows(2).all(|w| w[0].id < w[1].id),
         "ordered by id"
@@ -247,7 +294,10 @@ async fn limit_defaults_to_20_and_accepts_1_to_100() {
         assert_error(&response, 400, "invalid_request");
     }
     let ignored = raw("GET", url(&sandbox, "/pets?page=2"), Some(&auth), None).await;
-    assert_eq!(ignored.status, 200);
+    assert_eq!(
+        ignored.status, 200,
+        "expected an unknown query parameter to be ignored"
+    );
     assert!(ignored.body.is_array(), "a bare array");
 }
 
@@ -318,7 +368,11 @@ async fn invalid_creation_bodies_are_rejected() {
         Some((json, r#"{"id":77,"name":"Rex","categoryId":1}"#)),
     )
     .await;
-    assert_eq!(with_id.status, 201);
+    assert_eq!(
+        with_id.status, 201,
+        "expected a body with an id to create a pet, got {:?}",
+        with_id.body
+    );
     assert_eq!(with_id.body["id"], 1, "a client-sent id is ignored");
     assert_quota_headers(&with_id);
 }
@@ -372,27 +426,50 @@ async fn over_the_limit_a_429_tells_exactly_when_the_window_frees() {
     for used in 1..=60u64 {
         let response = client.list_pets().send_with_meta().await.unwrap();
         let quota = response.quota().unwrap();
-        assert_eq!((quota.limit, quota.remaining), (60, 60 - used));
+        assert_eq!(
+            (quota.limit, quota.remaining),
+            (60, 60 - used),
+            "expected the limit and remaining after {used} calls"
+        );
     }
     let reset = client.quota().unwrap().reset;
     assert_eq!(reset.timestamp() % 60, 0, "windows end on whole minutes");
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_rate_limited());
-    assert_eq!(error.api_error().unwrap().code(), Some("rate_limited"));
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert_eq!(
+        error.api_error().unwrap().code(),
+        Some("rate_limited"),
+        "expected the code of the 429"
+    );
     let quota = error.quota().unwrap();
-    assert_eq!((quota.remaining, quota.reset), (0, reset));
+    assert_eq!(
+        (quota.remaining, quota.reset),
+        (0, reset),
+        "expected nothing left until the same reset"
+    );
     let wait = error.retry_after().unwrap();
     assert!(
         wait >= Duration::from_secs(1) && wait <= Duration::from_secs(60),
-        "{wait:?}"
+        "expected a wait of 1 s to 60 s, got {wait:?}"
     );
 
     // After the wait, the next window has its whole allowance: the 429 was not counted.
     tokio::time::sleep(wait).await;
     let fresh = client.list_pets().send_with_meta().await.unwrap();
-    assert_eq!(fresh.quota().unwrap().remaining, 59);
-    assert!(fresh.quota().unwrap().reset > reset);
+    assert_eq!(
+        fresh.quota().unwrap().remaining,
+        59,
+        "expected the whole next window less this call"
+    );
+    assert!(
+        fresh.quota().unwrap().reset > reset,
+        "expected a reset after {reset}, got {}",
+        fresh.quota().unwrap().reset
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -400,10 +477,18 @@ async fn calling_on_during_the_retry_after_gets_the_key_banned_until_it_expires(
     let sandbox = sandbox_with_tiny_key(Sandbox::builder()).await;
     let auth = Some("Bearer tiny");
     let list = url(&sandbox, "/pets");
-    assert_eq!(raw("GET", list.clone(), auth, None).await.status, 200);
+    assert_eq!(
+        raw("GET", list.clone(), auth, None).await.status,
+        200,
+        "expected the first call of the window to succeed"
+    );
     let limited = raw("GET", list.clone(), auth, None).await;
     assert_error(&limited, 429, "rate_limited");
-    assert!(limited.headers.contains_key("retry-after"));
+    assert!(
+        limited.headers.contains_key("retry-after"),
+        "expected a Retry-After on the 429, the headers were {:?}",
+        limited.headers
+    );
 
     // Nine more calls during the wait are still plain 429s; the tenth is a ban.
     for _ in 0..9 {
@@ -415,8 +500,11 @@ async fn calling_on_during_the_retry_after_gets_the_key_banned_until_it_expires(
     }
     let banned = raw("GET", list.clone(), auth, None).await;
     assert_error(&banned, 429, "key_banned");
-    assert_eq!(banned.headers["retry-after"], "600");
-    assert_eq!(sandbox.stats().bans(), 1);
+    assert_eq!(
+        banned.headers["retry-after"], "600",
+        "expected the ban's Retry-After in seconds"
+    );
+    assert_eq!(sandbox.stats().bans(), 1, "expected one ban");
 
     tokio::time::sleep(Duration::from_secs(599)).await;
     assert_error(
@@ -456,20 +544,43 @@ async fn the_day_window_binds_once_it_has_fewer_requests_left() {
         client.list_pets().send().await.unwrap();
     }
     let minute_reset = client.quota().unwrap().reset;
-    assert_eq!(client.quota().unwrap().limit, 10);
+    assert_eq!(
+        client.quota().unwrap().limit,
+        10,
+        "expected the minute's limit while it binds"
+    );
 
     tokio::time::sleep(Duration::from_secs(60)).await;
     for _ in 0..5 {
         client.list_pets().send().await.unwrap();
     }
     let quota = client.quota().unwrap();
-    assert_eq!((quota.limit, quota.remaining), (15, 0));
-    assert_eq!(quota.reset.timestamp() % 600, 0);
-    assert!(quota.reset > minute_reset);
+    assert_eq!(
+        (quota.limit, quota.remaining),
+        (15, 0),
+        "expected the day's limit, spent"
+    );
+    assert_eq!(
+        quota.reset.timestamp() % 600,
+        0,
+        "expected the day's reset on a whole 600 s window"
+    );
+    assert!(
+        quota.reset > minute_reset,
+        "expected the day's reset after the minute's {minute_reset}, got {}",
+        quota.reset
+    );
 
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_rate_limited());
-    assert_eq!(error.quota().unwrap().reset, quota.reset);
+    assert!(
+        error.is_rate_limited(),
+        "expected a rate-limited error, got {error:?}"
+    );
+    assert_eq!(
+        error.quota().unwrap().reset,
+        quota.reset,
+        "expected the 429 to report the day's reset"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -483,7 +594,11 @@ async fn injected_latency_and_statuses() {
     );
     let start = Instant::now();
     client.list_pets().send().await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(3));
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(3),
+        "expected the 3 s of injected latency"
+    );
     client.list_pets().send().await.unwrap();
     assert_eq!(
         start.elapsed(),
@@ -494,8 +609,16 @@ async fn injected_latency_and_statuses() {
     for status in [500, 502, 503, 504] {
         sandbox.inject(Fault::status(status).retry_after(2).times(1));
         let error = client.list_pets().send().await.unwrap_err();
-        assert_eq!(error.status(), StatusCode::from_u16(status).ok());
-        assert_eq!(error.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(
+            error.status(),
+            StatusCode::from_u16(status).ok(),
+            "expected the injected {status}"
+        );
+        assert_eq!(
+            error.retry_after(),
+            Some(Duration::from_secs(2)),
+            "expected the injected 2 s Retry-After on the {status}"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     sandbox.inject(Fault::status(500).route(Route::CreatePet));
@@ -505,7 +628,8 @@ async fn injected_latency_and_statuses() {
             .create_pet(NewPet::new("Rex", 1))
             .send()
             .await
-            .is_err()
+            .is_err(),
+        "expected the creation to meet the injected 500"
     );
     sandbox.clear_faults();
     client
@@ -527,27 +651,41 @@ async fn injected_broken_connections_and_bodies() {
 
     sandbox.inject(Fault::drop_connection().times(1));
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Connection { .. }),
+        "expected a connection error from the dropped connection, got {error:?}"
+    );
 
     sandbox.inject(Fault::truncated_body().times(1));
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Connection { .. }),
+        "expected a connection error from the truncated body, got {error:?}"
+    );
 
     sandbox.inject(Fault::non_json_body(502).times(1));
     let error = client.list_pets().send().await.unwrap_err();
-    assert_eq!(error.status(), Some(StatusCode::BAD_GATEWAY));
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::BAD_GATEWAY),
+        "expected the injected 502"
+    );
     assert!(
         error
             .api_error()
             .unwrap()
             .body_snippet()
             .unwrap()
-            .contains("<html>")
+            .contains("<html>"),
+        "expected the HTML body in the snippet, got {error:?}"
     );
 
     sandbox.inject(Fault::non_json_body(200).times(1));
     let error = client.list_pets().send().await.unwrap_err();
-    assert!(error.is_decode(), "{error:?}");
+    assert!(
+        error.is_decode(),
+        "expected a decode error from the HTML body, got {error:?}"
+    );
 
     assert_eq!(
         client.list_pets().send().await.unwrap().len(),
@@ -555,7 +693,7 @@ async fn injected_broken_connections_and_bodies() {
         "faults are used up"
     );
     let log = sandbox.request_log();
-    assert_eq!(log.len(), 6);
+    assert_eq!(log.len(), 6, "expected six requests in the log");
     assert_eq!(log[1].status, None, "the dropped connection got no answer");
 }
 
@@ -568,7 +706,10 @@ async fn a_fraction_of_requests_can_fail() {
     for _ in 0..100 {
         failed += usize::from(client.list_pets().send().await.is_err());
     }
-    assert!((30..=70).contains(&failed), "{failed} of 100 failed");
+    assert!(
+        (30..=70).contains(&failed),
+        "expected 30 to 70 of 100 calls to fail, {failed} failed"
+    );
 }
 
 #[tokio::test]
@@ -584,16 +725,37 @@ async fn counters_log_every_request_per_route_and_key() {
     raw("GET", url(&sandbox, "/pets"), None, None).await;
 
     let stats = sandbox.stats();
-    assert_eq!(stats.total(), 5);
-    assert_eq!(stats.requests(Route::ListPets), 3);
-    assert_eq!(stats.requests(Route::CreatePet), 1);
-    assert_eq!(stats.requests(Route::GetPet), 1);
-    assert_eq!(stats.requests_for_key(sandbox.key(Plan::Pro)), 2);
-    assert_eq!(stats.requests_for_key(sandbox.key(Plan::Free)), 2);
+    assert_eq!(stats.total(), 5, "expected five requests in all");
+    assert_eq!(
+        stats.requests(Route::ListPets),
+        3,
+        "expected three listPets requests"
+    );
+    assert_eq!(
+        stats.requests(Route::CreatePet),
+        1,
+        "expected one createPet request"
+    );
+    assert_eq!(
+        stats.requests(Route::GetPet),
+        1,
+        "expected one getPet request"
+    );
+    assert_eq!(
+        stats.requests_for_key(sandbox.key(Plan::Pro)),
+        2,
+        "expected two requests with the Pro key"
+    );
+    assert_eq!(
+        stats.requests_for_key(sandbox.key(Plan::Free)),
+        2,
+        "expected two requests with the Free key"
+    );
     let statuses: Vec<_> = sandbox.request_log().iter().map(|r| r.status).collect();
     assert_eq!(
         statuses,
-        [Some(201), Some(200), Some(200), Some(200), Some(401)]
+        [Some(201), Some(200), Some(200), Some(200), Some(401)],
+        "expected the statuses answered, in order"
     );
 }
 
@@ -601,9 +763,17 @@ async fn counters_log_every_request_per_route_and_key() {
 async fn sandboxes_run_side_by_side_and_shut_down() {
     let first = common::sandbox().await;
     let second = common::sandbox().await;
-    assert_ne!(first.base_url(), second.base_url());
-    assert!(first.base_url().as_str().ends_with("/v1"));
-    assert_eq!(first.keys().count(), 4);
+    assert_ne!(
+        first.base_url(),
+        second.base_url(),
+        "expected each sandbox on its own address"
+    );
+    assert!(
+        first.base_url().as_str().ends_with("/v1"),
+        "expected a base URL ending in /v1, got {}",
+        first.base_url()
+    );
+    assert_eq!(first.keys().count(), 4, "expected one key per plan");
     client(&first, Plan::Free)
         .create_pet(NewPet::new("Rex", 1))
         .send()
@@ -615,7 +785,8 @@ async fn sandboxes_run_side_by_side_and_shut_down() {
             .send()
             .await
             .unwrap()
-            .is_empty()
+            .is_empty(),
+        "expected the second sandbox not to see the first one's pet"
     );
 
     let base_url = first.base_url().clone();
@@ -626,7 +797,10 @@ async fn sandboxes_run_side_by_side_and_shut_down() {
         .retry_policy(RetryPolicy::none())
         .build()
         .unwrap();
-    assert!(client.list_pets().send().await.unwrap_err().is_connect());
+    assert!(
+        client.list_pets().send().await.unwrap_err().is_connect(),
+        "expected a connect error from a sandbox shut down"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -639,7 +813,7 @@ async fn every_response_carries_the_sandboxs_date_not_the_system_time() {
         .as_secs();
     let auth = bearer(&sandbox);
     let ok = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
-    assert_eq!(ok.status, 200);
+    assert_eq!(ok.status, 200, "expected the listing to succeed");
     let now = date(&ok.headers);
     assert!(
         (real + 3599..=real + 3601).contains(&now),
@@ -671,9 +845,20 @@ async fn every_response_carries_the_sandboxs_date_not_the_system_time() {
     ];
     for (method, path, auth, body, status) in errors {
         let response = raw(method, url(&sandbox, path), auth, body).await;
-        assert_eq!(response.status, status, "{method} {path}");
-        assert_eq!(date(&response.headers), now, "{method} {path}");
-        assert_eq!(response.headers.get_all("date").iter().count(), 1);
+        assert_eq!(
+            response.status, status,
+            "expected the status {status} for {method} {path}"
+        );
+        assert_eq!(
+            date(&response.headers),
+            now,
+            "expected the sandbox's Date on {method} {path}"
+        );
+        assert_eq!(
+            response.headers.get_all("date").iter().count(),
+            1,
+            "expected one Date header on {method} {path}"
+        );
     }
 }
 
@@ -683,12 +868,24 @@ async fn date_is_truncated_to_the_second_never_rounded_up() {
     let sandbox = Sandbox::builder().clock_start(start).start().await.unwrap();
     let auth = bearer(&sandbox);
     let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
-    assert_eq!(date(&response.headers), 1_800_000_000);
-    assert_eq!(reset(&response.headers), 1_800_000_060);
+    assert_eq!(
+        date(&response.headers),
+        1_800_000_000,
+        "expected the Date truncated to the second"
+    );
+    assert_eq!(
+        reset(&response.headers),
+        1_800_000_060,
+        "expected the reset at the end of the minute"
+    );
 
     tokio::time::advance(Duration::from_millis(1)).await;
     let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
-    assert_eq!(date(&response.headers), 1_800_000_001);
+    assert_eq!(
+        date(&response.headers),
+        1_800_000_001,
+        "expected the Date of the next second"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -702,18 +899,37 @@ async fn a_clock_offset_shifts_windows_resets_and_date_together() {
     let list = url(&sandbox, "/pets");
     let tiny = Some("Bearer tiny");
     let ok = raw("GET", list.clone(), tiny, None).await;
-    assert_eq!(ok.status, 200);
-    assert_eq!(date(&ok.headers), 1_799_999_910);
-    assert_eq!(reset(&ok.headers), 1_799_999_940);
+    assert_eq!(ok.status, 200, "expected the first call to succeed");
+    assert_eq!(
+        date(&ok.headers),
+        1_799_999_910,
+        "expected the Date 90 s behind"
+    );
+    assert_eq!(
+        reset(&ok.headers),
+        1_799_999_940,
+        "expected the reset at the end of the shifted minute"
+    );
     let limited = raw("GET", list.clone(), tiny, None).await;
     assert_error(&limited, 429, "rate_limited");
-    assert_eq!(limited.headers["retry-after"], "30");
+    assert_eq!(
+        limited.headers["retry-after"], "30",
+        "expected a wait until the shifted window ends"
+    );
 
     tokio::time::advance(Duration::from_secs(30)).await;
     let next = raw("GET", list, tiny, None).await;
     assert_eq!(next.status, 200, "the shifted window has ended");
-    assert_eq!(date(&next.headers), 1_799_999_940);
-    assert_eq!(reset(&next.headers), 1_800_000_000);
+    assert_eq!(
+        date(&next.headers),
+        1_799_999_940,
+        "expected the Date 30 s later"
+    );
+    assert_eq!(
+        reset(&next.headers),
+        1_800_000_000,
+        "expected the reset of the next shifted minute"
+    );
 
     // Without a pinned start, the offset applies to the system time.
     let ahead = Sandbox::builder()
@@ -729,9 +945,13 @@ async fn a_clock_offset_shifts_windows_resets_and_date_together() {
     let shown = date(&response.headers);
     assert!(
         (real + 7199..=real + 7201).contains(&shown),
-        "{shown} vs {real}"
+        "expected a Date two hours after the system time {real}, got {shown}"
     );
-    assert!(reset(&response.headers) > shown && reset(&response.headers) <= shown + 60);
+    assert!(
+        reset(&response.headers) > shown && reset(&response.headers) <= shown + 60,
+        "expected a reset within the minute after the Date {shown}, got {}",
+        reset(&response.headers)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -742,12 +962,18 @@ async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
     sandbox.inject(Fault::status(429).retry_after(5).times(1));
     let injected = raw("GET", list.clone(), Some(&auth), None).await;
     assert_error(&injected, 429, "rate_limited");
-    assert_eq!(injected.headers["retry-after"], "5");
+    assert_eq!(
+        injected.headers["retry-after"], "5",
+        "expected the injected Retry-After"
+    );
 
     tokio::time::advance(Duration::from_secs(4)).await;
     let early = raw("GET", list.clone(), Some(&auth), None).await;
     assert_error(&early, 429, "rate_limited");
-    assert_eq!(early.headers["retry-after"], "1");
+    assert_eq!(
+        early.headers["retry-after"], "1",
+        "expected the second left of the cooldown"
+    );
     assert_error(
         &raw("GET", list.clone(), Some(&auth), None).await,
         429,
@@ -759,14 +985,22 @@ async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
         "key_banned",
     );
     let stats = sandbox.stats();
-    assert_eq!((stats.during_cooldown(), stats.bans()), (3, 1));
+    assert_eq!(
+        (stats.during_cooldown(), stats.bans()),
+        (3, 1),
+        "expected three requests during the cooldown and one ban"
+    );
     let flags: Vec<bool> = sandbox
         .request_log()
         .iter()
         .map(|r| r.during_cooldown)
         .collect();
-    assert_eq!(flags, [false, true, true, true]);
-    assert_eq!(stats.answered(429), 4);
+    assert_eq!(
+        flags,
+        [false, true, true, true],
+        "expected every request after the injected 429 flagged as during the cooldown"
+    );
+    assert_eq!(stats.answered(429), 4, "expected four 429s");
 
     // Once the wait is over, nothing remains of an injected 429.
     let fresh = common::sandbox().await;
@@ -775,8 +1009,12 @@ async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
     raw("GET", url(&fresh, "/pets"), Some(&auth), None).await;
     tokio::time::advance(Duration::from_secs(5)).await;
     let after = raw("GET", url(&fresh, "/pets"), Some(&auth), None).await;
-    assert_eq!(after.status, 200);
-    assert_eq!(fresh.stats().during_cooldown(), 0);
+    assert_eq!(after.status, 200, "expected a success after the wait");
+    assert_eq!(
+        fresh.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -786,11 +1024,25 @@ async fn an_injected_503_with_retry_after_arms_no_cooldown() {
     sandbox.inject(Fault::status(503).retry_after(5).times(1));
     let outage = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
     assert_error(&outage, 503, "service_unavailable");
-    assert_eq!(outage.headers["retry-after"], "5");
+    assert_eq!(
+        outage.headers["retry-after"], "5",
+        "expected the injected Retry-After"
+    );
     let next = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
-    assert_eq!(next.status, 200);
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
-    assert!(sandbox.request_log().iter().all(|r| !r.during_cooldown));
+    assert_eq!(
+        next.status, 200,
+        "expected the next request to succeed at once"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request counted during a cooldown"
+    );
+    assert!(
+        sandbox.request_log().iter().all(|r| !r.during_cooldown),
+        "expected no request flagged as during a cooldown, the log was {:?}",
+        sandbox.request_log()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -801,7 +1053,10 @@ async fn retry_after_text_is_sent_as_given_and_a_decimal_rounds_the_cooldown_up(
     sandbox.inject(Fault::status(429).retry_after_value("1.5").times(1));
     let injected = raw("GET", list.clone(), Some(&auth), None).await;
     assert_error(&injected, 429, "rate_limited");
-    assert_eq!(injected.headers["retry-after"], "1.5");
+    assert_eq!(
+        injected.headers["retry-after"], "1.5",
+        "expected the Retry-After text as given"
+    );
 
     tokio::time::advance(Duration::from_millis(1_900)).await;
     let early = raw("GET", list.clone(), Some(&auth), None).await;
@@ -810,20 +1065,32 @@ async fn retry_after_text_is_sent_as_given_and_a_decimal_rounds_the_cooldown_up(
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(
         raw("GET", list.clone(), Some(&auth), None).await.status,
-        200
+        200,
+        "expected a success once the 2 s cooldown is over"
     );
-    assert_eq!(sandbox.stats().during_cooldown(), 1);
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        1,
+        "expected the early request alone during the cooldown"
+    );
 
     sandbox.inject(Fault::status(429).retry_after_value("soon").times(1));
     let vague = raw("GET", list.clone(), Some(&auth), None).await;
     assert_error(&vague, 429, "rate_limited");
-    assert_eq!(vague.headers["retry-after"], "soon");
+    assert_eq!(
+        vague.headers["retry-after"], "soon",
+        "expected the Retry-After text as given"
+    );
     assert_eq!(
         raw("GET", list, Some(&auth), None).await.status,
         200,
         "a Retry-After that is not a number arms no cooldown"
     );
-    assert_eq!(sandbox.stats().during_cooldown(), 1);
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        1,
+        "expected no further request during a cooldown"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -836,16 +1103,25 @@ async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 503);
+    assert_eq!(response.status(), 503, "expected the injected 503");
     let headers = response.headers().clone();
-    assert_eq!(headers["retry-after"], "1");
-    assert!(headers.contains_key("date"));
+    assert_eq!(
+        headers["retry-after"], "1",
+        "expected the injected Retry-After"
+    );
+    assert!(
+        headers.contains_key("date"),
+        "expected a Date header, the headers were {headers:?}"
+    );
     for name in [
         "x-ratelimit-limit",
         "x-ratelimit-remaining",
         "x-ratelimit-reset",
     ] {
-        assert!(headers.contains_key(name), "{name}");
+        assert!(
+            headers.contains_key(name),
+            "expected a {name} header, the headers were {headers:?}"
+        );
     }
     let promised: usize = headers["content-length"].to_str().unwrap().parse().unwrap();
     let mut response = response;
@@ -858,8 +1134,16 @@ async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
         }
     };
     assert!(cut, "the body ends before the Content-Length");
-    assert_eq!(received.len(), promised / 2);
-    assert!(received.starts_with(br#"{"code":"#));
+    assert_eq!(
+        received.len(),
+        promised / 2,
+        "expected half of the {promised} bytes promised"
+    );
+    assert!(
+        received.starts_with(br#"{"code":"#),
+        "expected the start of the error object, got {:?}",
+        String::from_utf8_lossy(&received)
+    );
 
     // The client acts on the head: a cut error body loses neither the status nor the quota.
     sandbox.inject(Fault::status(503).retry_after(1).cut_body().times(1));
@@ -871,10 +1155,17 @@ async fn a_cut_error_body_keeps_its_headers_and_closes_short() {
     assert_eq!(
         error.status(),
         Some(StatusCode::SERVICE_UNAVAILABLE),
-        "{error:?}"
+        "expected the injected 503, got {error:?}"
     );
-    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
-    assert!(error.quota().is_some());
+    assert_eq!(
+        error.retry_after(),
+        Some(Duration::from_secs(1)),
+        "expected the Retry-After of the head"
+    );
+    assert!(
+        error.quota().is_some(),
+        "expected the quota of the head, got {error:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -890,16 +1181,20 @@ async fn a_fault_can_come_without_rate_limit_headers() {
     sandbox.inject(Fault::status(500).times(1));
     for status in [502, 502] {
         let response = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
-        assert_eq!(response.status, status);
+        assert_eq!(response.status, status, "expected the injected {status}");
         assert!(
             response
                 .headers
                 .keys()
                 .all(|name| !name.as_str().starts_with("x-ratelimit-")),
-            "{:?}",
+            "expected no rate-limit header, the headers were {:?}",
             response.headers
         );
-        assert!(response.headers.contains_key("date"));
+        assert!(
+            response.headers.contains_key("date"),
+            "expected a Date header, the headers were {:?}",
+            response.headers
+        );
     }
     let ordinary = raw("GET", url(&sandbox, "/pets"), Some(&auth), None).await;
     assert_error(&ordinary, 500, "internal_error");
@@ -930,7 +1225,8 @@ async fn the_log_tells_client_instances_apart_by_user_agent() {
             Some("worker-1".to_owned()),
             Some("worker-2".to_owned()),
             None
-        ]
+        ],
+        "expected the User-Agent of each request, in order"
     );
 }
 
@@ -952,7 +1248,11 @@ async fn key_gives_the_key_of_exactly_the_plan_asked_for() {
         .build()
         .unwrap();
     let response = client.list_pets().send_with_meta().await.unwrap();
-    assert_eq!(response.quota().unwrap().limit, 7);
+    assert_eq!(
+        response.quota().unwrap().limit,
+        7,
+        "expected the custom plan's limit"
+    );
 }
 
 #[tokio::test]
@@ -980,8 +1280,20 @@ async fn the_readme_testing_example_passes() -> Result<(), Box<dyn std::error::E
     let rex = client.create_pet(NewPet::new("Rex", 1)).send().await?;
 
     assert_eq!(rex.name, "Rex");
-    assert_eq!(sandbox.stats().total(), 2);
-    assert_eq!(sandbox.stats().during_cooldown(), 0);
-    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert_eq!(
+        sandbox.stats().total(),
+        2,
+        "expected the 429, then the retry 30 s later"
+    );
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected no request during the cooldown"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(30),
+        "expected the 30 s of Retry-After"
+    );
     Ok(())
 }
