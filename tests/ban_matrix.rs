@@ -22,15 +22,19 @@ async fn check(cells: impl IntoIterator<Item = Cell>) {
         }
     }
     println!("{}", table.join("\n"));
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "expected every cell to meet its requirements, these did not:\n{}",
+        failures.join("\n")
+    );
 }
 
 fn cells_named(filter: impl Fn(&str) -> bool) -> Vec<Cell> {
     let cells: Vec<Cell> = matrix::cells()
         .into_iter()
-        .filter(|c| filter(c.name))
+        .filter(|c| filter(&c.name))
         .collect();
-    assert!(!cells.is_empty());
+    assert!(!cells.is_empty(), "expected some cell to match the filter");
     cells
 }
 
@@ -71,7 +75,11 @@ fn every_cell_is_in_exactly_one_test() {
         },
     ];
     for cell in matrix::cells() {
-        let homes = groups.iter().filter(|g| g(cell.name)).count();
-        assert_eq!(homes, 1, "{}", cell.name);
+        let homes = groups.iter().filter(|g| g(&cell.name)).count();
+        assert_eq!(
+            homes, 1,
+            "expected the cell {:?} in exactly one test, it is in {homes}",
+            cell.name
+        );
     }
 }

@@ -384,3 +384,4 @@ pub fn capture_into(captured: &Captured, level: tracing::Level) {
 
 pub mod matrix;
 pub mod redis_server;
+pub mod simulation;

@@ -1,0 +1,161 @@
+//! The seeded simulation explorer's worlds: each seed generates one world (how many instances
+//! share the key and how, the plan and its windows, the sandbox's clock offset, how it shows the
+//! quota, latency, injected 429s and 503s with every form of `Retry-After`, cancellations), run
+//! by the scenario matrix's runner (`matrix::run`) and checked by its invariants.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use petstore_client::sandbox::{Fault, QuotaFields};
+
+use super::matrix::{CLOCK_START_UNIX, Cell, Expect, Sharing};
+
+/// SplitMix64: a small generator whose whole state is the seed, so a world is one number.
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// One of `choices`.
+    pub fn pick<T: Copy>(&mut self, choices: &[T]) -> T {
+        choices[self.below(choices.len() as u64) as usize]
+    }
+}
+
+/// The world of `seed`.
+pub fn world(seed: u64) -> Cell {
+    let mut rng = SplitMix::new(seed);
+    let (instances, sharing) = match rng.below(10) {
+        // Clones and clients built separately in one process share one state: any number.
+        0 | 1 => (rng.pick(&[2, 4, 16]), Sharing::Clones),
+        2 => (rng.pick(&[2, 4, 16]), Sharing::SeparatelyBuilt),
+        _ => (
+            rng.pick(&[1, 1, 1, 1, 2, 2, 3, 4, 4, 8]),
+            Sharing::Independent,
+        ),
+    };
+    let minute = rng.pick(&[2, 5, 10, 30, 60]);
+    let per_minute = rng.pick(&[5, 10, 20, 30, 60]);
+    let mut cell = Cell {
+        name: format!("seed {seed}"),
+        // The matrix's cells allow one 429 per instance per window; in a world with latency,
+        // cancellations and injected 429s an instance can have several requests on the wire
+        // when a window runs out. What the worlds bound is the ban: requests inside a
+        // `Retry-After`, at most one per instance.
+        extra_429s: None,
+        instances,
+        tasks: 1 + rng.below(4) as usize,
+        sharing,
+        per_minute: per_minute as u32,
+        minute,
+        // Three windows at least: the first and the last are partial.
+        windows: 3 + rng.below(2),
+        ..Cell::default()
+    };
+    if rng.chance(0.3) {
+        // A day window of a few minutes, whose budget binds or equals the minute's.
+        cell.day = minute * (2 + rng.below(4));
+        cell.per_day = if rng.chance(0.3) {
+            cell.per_minute
+        } else {
+            cell.per_minute * (1 + rng.below(3) as u32)
+        };
+    }
+    if rng.chance(0.5) {
+        cell.offset = rng.below(601) as i64 - 300;
+    }
+    cell.quota_fields = match rng.below(12) {
+        0 => QuotaFields::RepeatedRemaining,
+        1 => QuotaFields::NegativeRemaining,
+        2 => QuotaFields::ResetInSeconds,
+        3 => QuotaFields::Ietf,
+        _ => QuotaFields::XRateLimit,
+    };
+    cell.cancel_half = rng.chance(0.15);
+    if rng.chance(0.3) {
+        let delay = Duration::from_millis(1 + rng.below(500));
+        let fraction = rng.pick(&[0.1, 0.5, 1.0]);
+        cell.faults.push(Fault::latency(delay).fraction(fraction));
+    }
+    if rng.chance(0.3) {
+        let times = 1 + rng.below(3);
+        let (fault, form) = retry_after_form(&mut rng, &cell, 429);
+        cell.faults.push(fault.times(times));
+        cell.name
+            .push_str(&format!(", 429 × {times} with Retry-After {form}"));
+    }
+    if rng.chance(0.15) {
+        let times = 1 + rng.below(3);
+        let (fault, form) = retry_after_form(&mut rng, &cell, 503);
+        cell.faults.push(fault.times(times));
+        cell.name
+            .push_str(&format!(", 503 × {times} with Retry-After {form}"));
+    }
+    if rng.chance(0.1) {
+        cell.faults.push(
+            Fault::non_json_body(502)
+                .without_rate_limit_headers()
+                .times(1 + rng.below(3)),
+        );
+    }
+    cell.expect = Expect::Goodput(goodput_floor(&cell));
+    cell
+}
+
+/// An injected `status` with one of the forms `Retry-After` takes, and that form in words.
+fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, String) {
+    let fault = Fault::status(status);
+    match rng.below(6) {
+        0 => {
+            let seconds = rng.below(31);
+            (fault.retry_after(seconds), format!("{seconds}"))
+        }
+        1 => (fault.retry_after_value("1.5"), "1.5".to_owned()),
+        2 => {
+            // An HTTP-date on the sandbox's clock, a few seconds after its start.
+            let start = CLOCK_START_UNIX.saturating_add_signed(cell.offset);
+            let at = UNIX_EPOCH + Duration::from_secs(start + 1 + rng.below(20));
+            let date = httpdate::fmt_http_date(at);
+            (fault.retry_after_value(&date), format!("date {date}"))
+        }
+        3 => (
+            fault.retry_after_value("Thu, 01 Jan 1970 00:00:00 GMT"),
+            "a past date".to_owned(),
+        ),
+        4 => (fault.retry_after_value("soon"), "garbage".to_owned()),
+        _ => (fault, "missing".to_owned()),
+    }
+}
+
+/// The share of the minute allowance a world must use. Safety is checked in every world; a
+/// floor only where the world allows one: no faults, no cancellations, quota shown as
+/// specified, and budget enough for every instance.
+fn goodput_floor(cell: &Cell) -> f64 {
+    let clean = cell.faults.is_empty()
+        && !cell.cancel_half
+        && cell.quota_fields == QuotaFields::XRateLimit
+        && cell.per_day >= 1_000_000;
+    if !clean || cell.per_minute < 2 * cell.instances as u32 {
+        return 0.0;
+    }
+    if cell.instances == 1 { 0.9 } else { 0.5 }
+}
