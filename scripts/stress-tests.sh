@@ -16,7 +16,7 @@ case $runs in
     '' | *[!0-9]*) echo "usage: $0 [N] [cargo test arguments...]" >&2; exit 2 ;;
 esac
 
-logs=target/stress
+logs=${CARGO_TARGET_DIR:-target}/stress
 mkdir -p "$logs"
 # Build first, unloaded and outside the count: the load is for the tests, not the compiler.
 cargo test --all-features --no-run --quiet "$@" || exit 1

@@ -2,9 +2,8 @@
 //!
 //! The headers show whichever window binds (a minute, a day), so the budgets are kept per
 //! window period, told apart by the end its reset names: never by the limit, which a minute
-//! and a day may share. Nothing is assumed
-//! about a period no response has reported: once a window's reset has passed, its budget is
-//! unknown until a later response reports again.
+//! and a day may share. Nothing is assumed about a period no response has reported: once a
+//! window's reset has passed, its budget is unknown until a later response reports again.
 
 use tokio::time::Instant;
 
@@ -120,9 +119,12 @@ impl Budgets {
             None => {
                 if self.windows.len() == MAX_WINDOWS {
                     // The window that ends first has the least to say about what is left.
-                    let first = (0..self.windows.len())
-                        .min_by_key(|&i| self.windows[i].reset_at)
-                        .unwrap_or(0);
+                    let first = self
+                        .windows
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, w)| w.reset_at)
+                        .map_or(0, |(i, _)| i);
                     self.windows.remove(first);
                 }
                 self.windows.push(Window {
@@ -149,7 +151,7 @@ impl Budgets {
     /// not numbers): the request counts as spent, and the service is still taken to meter
     /// the key, so that a quota the client cannot read never lifts the pacing.
     pub(crate) fn report_unreadable(&mut self) {
-        self.without_quota = 0;
+        self.report_metered();
         self.spend_on_doubt();
     }
 
