@@ -606,3 +606,33 @@ impl Drop for Permit<'_> {
         shared.wake(wake);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(remaining: u64, admitted: u64) -> WindowReport {
+        WindowReport {
+            limit: u64::MAX,
+            remaining,
+            period: 1_000,
+            ends_at: Instant::now(),
+            admitted,
+        }
+    }
+
+    /// Found by an independent test (rate-core issue, failure 5): `remaining + admitted`
+    /// overflowed on an "unlimited" `X-RateLimit-Remaining`, a panic in a debug build.
+    #[test]
+    fn reports_of_any_size_are_queued_without_overflow() {
+        let mut pending = Vec::new();
+        queue(&mut pending, report(u64::MAX, 5));
+        queue(&mut pending, report(u64::MAX - 1, 7));
+        queue(&mut pending, report(3, 2));
+        assert_eq!(
+            pending.iter().map(|w| w.remaining).collect::<Vec<_>>(),
+            [3],
+            "expected one report of the period, the lowest"
+        );
+    }
+}

@@ -492,7 +492,7 @@ fn most_429_in_a_window(log: &[LoggedRequest], minute: u64) -> usize {
 
 /// A 429 that did not itself arrive during a cooldown starts one; every request that arrived
 /// during it counts against the instance (user agent) that sent it.
-fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
+pub fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
     let mut cooldown = 0;
     let mut counts: HashMap<(usize, Option<&str>), usize> = HashMap::new();
     for request in log {
