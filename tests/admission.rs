@@ -11,9 +11,7 @@ use std::time::Duration;
 use common::sandbox_client;
 use http::StatusCode;
 use petstore_client::sandbox::{Fault, Plan};
-use petstore_client::{
-    Error, NewPet, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause,
-};
+use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause};
 use tokio::time::Instant;
 
 /// Makes `n` calls, each reaching the line before the next is made; the order they completed.
@@ -33,24 +31,6 @@ async fn completion_order(client: &PetStoreClient, n: usize) -> Vec<usize> {
         task.await.unwrap();
     }
     order.lock().unwrap().clone()
-}
-
-/// Creates `n` pets at once, each in its own task; every call must succeed.
-async fn create_concurrently(client: &PetStoreClient, n: usize) {
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .create_pet(NewPet::new(format!("pet {i}"), 1))
-                    .send()
-                    .await
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().unwrap();
-    }
 }
 
 async fn spend_the_window(client: &PetStoreClient, requests: usize) {
@@ -289,7 +269,7 @@ async fn quota_is_the_lowest_remaining_of_the_newest_window() {
         .pacing(Pacing::Sole)
         .build()
         .unwrap();
-    create_concurrently(&client, 50).await;
+    common::create_concurrently(&client, 50).await;
 
     let quota = client.quota().unwrap();
     assert_eq!(

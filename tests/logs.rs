@@ -4,8 +4,8 @@
 
 mod common;
 
+use petstore_client::RetryPolicy;
 use petstore_client::sandbox::Plan;
-use petstore_client::{NewPet, RetryPolicy};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
@@ -95,20 +95,7 @@ async fn a_held_call_logs_its_true_reason_once_per_hold() {
         .build()
         .unwrap();
 
-    let calls: Vec<_> = (0..30)
-        .map(|i| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .create_pet(NewPet::new(format!("pet {i}"), 1))
-                    .send()
-                    .await
-            })
-        })
-        .collect();
-    for call in calls {
-        call.await.unwrap().unwrap();
-    }
+    common::create_concurrently(&client, 30).await;
 
     let text = logs.text();
     let holds = lines_with(&text, "holding request");

@@ -268,6 +268,24 @@ pub async fn sandbox() -> petstore_client::sandbox::Sandbox {
         .expect("the sandbox starts on a loopback port")
 }
 
+/// Creates `n` pets at once, each in its own task; every call must succeed.
+pub async fn create_concurrently(client: &PetStoreClient, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .create_pet(petstore_client::NewPet::new(format!("pet {i}"), 1))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+}
+
 /// A client of a sandbox for tests under a paused clock (see [`paused_builder`]).
 pub fn sandbox_client(
     sandbox: &petstore_client::sandbox::Sandbox,
