@@ -70,17 +70,36 @@ async fn held_calls_are_admitted_first_in_first_out() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn shared_pacing_sends_held_calls_in_the_order_they_came() {
+async fn a_keys_only_user_gets_a_burst_without_waiting() {
     let sandbox = common::sandbox().await;
     let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
         .build()
         .unwrap();
-    client.list_pets().limit(1).send().await.unwrap();
-
+    let start = Instant::now();
+    for _ in 0..5 {
+        client.list_pets().limit(1).send().await.unwrap();
+    }
     assert_eq!(
-        completion_order(&client, 20).await,
-        (0..20).collect::<Vec<_>>(),
-        "expected the calls to complete in the order they came"
+        start.elapsed(),
+        Duration::ZERO,
+        "expected five sequential calls of the key's only user to wait for nothing"
+    );
+
+    let order = completion_order(&client, 20).await;
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected a burst of 20 to wait only for answers, which take no time here"
+    );
+    assert_eq!(
+        order.len(),
+        20,
+        "expected every call of the burst to complete"
+    );
+    assert_eq!(
+        sandbox.stats().answered(429),
+        0,
+        "expected no 429 from the sandbox"
     );
 }
 
@@ -493,4 +512,39 @@ async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
         results.push(task.await.unwrap());
     }
     results
+}
+
+/// Found by an independent test (rate-core issue, failure 4): a call waiting for another
+/// request's answer armed no timer, and with `max_server_wait` at 2 s it returned after 24.9 s.
+#[tokio::test(start_paused = true)]
+async fn a_call_behind_a_slow_probe_gives_up_at_max_server_wait() {
+    let sandbox = common::sandbox().await;
+    let policy = RetryPolicy::none().with_max_server_wait(Duration::from_secs(2));
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), policy)
+        .build()
+        .unwrap();
+    sandbox.inject(Fault::latency(Duration::from_secs(20)).times(1));
+    let probe = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().limit(1).send().await }
+    });
+    tokio::task::yield_now().await;
+
+    let start = Instant::now();
+    let behind = client.list_pets().limit(1).send().await;
+    let waited = start.elapsed();
+
+    assert!(
+        matches!(behind, Err(Error::Throttled { .. })),
+        "expected the call behind the probe to fail as throttled, got {behind:?}"
+    );
+    assert!(
+        waited <= Duration::from_secs(2),
+        "expected the call behind the probe to give up within max_server_wait (2 s), it \
+         waited {waited:?}"
+    );
+    assert!(
+        probe.await.unwrap().is_ok(),
+        "expected the slow probe itself to succeed"
+    );
 }

@@ -53,6 +53,13 @@ async fn hammer(
     per_window
 }
 
+/// The retry policy for 64 tasks calling back to back on 60 a minute: a window's budget goes
+/// to the line at its start, so the calls that rejoin the line then wait through one more
+/// window, two in all, which the default `max_server_wait` (120 s) only just covers.
+fn patient() -> RetryPolicy {
+    RetryPolicy::default().with_max_server_wait(Duration::from_secs(180))
+}
+
 /// The full windows of a run: all but the first and the last, which the run only partly
 /// covers.
 fn full_windows(per_window: &BTreeMap<DateTime<Utc>, u64>) -> Vec<u64> {
@@ -158,7 +165,7 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
             .start()
             .await
             .unwrap();
-        let client = sandbox_client(&sandbox, "paced", RetryPolicy::default())
+        let client = sandbox_client(&sandbox, "paced", patient())
             .build()
             .unwrap();
 
@@ -189,7 +196,7 @@ async fn pacing_64_tasks_uses_the_whole_allowance_with_no_429() {
 async fn ten_times_the_limit_never_gets_the_key_banned() {
     // 64 tasks calling back to back want far more than ten times the Free plan's 60 a minute.
     let sandbox = common::sandbox().await;
-    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::default())
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), patient())
         .build()
         .unwrap();
 
@@ -285,10 +292,10 @@ async fn a_minute_and_a_day_with_the_same_limit_are_two_windows() {
 
     let log = sandbox.request_log();
     let days = common::matrix::successes_per_window(&log, 30);
-    assert_eq!(
-        days,
-        [u64::from(LIMIT); 5],
-        "expected each full day to serve its whole budget; successes per window {per_window:?}"
+    assert!(
+        days.len() >= 5 && days.iter().all(|served| *served == u64::from(LIMIT)),
+        "expected each of at least five full days to serve its whole budget, they served \
+         {days:?}; successes per window {per_window:?}"
     );
     // Until a day's budget is spent the headers show the minute's (the two are equal): only
     // the first request after the minute ends can learn that the day is spent.

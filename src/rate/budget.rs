@@ -20,12 +20,35 @@ const UNMETERED_AFTER: u32 = 8;
 /// The largest number of instances the fleet estimate believes in.
 const MAX_FLEET: f64 = 1_000.0;
 
+/// The most requests a key's only user keeps in flight at once, however many answers confirm
+/// it is alone.
+const MAX_IN_FLIGHT: u64 = 1_024;
+
+/// This process's own requests when a response arrived: how many it had admitted in all, and
+/// how many were in flight (the answered one included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Own {
+    pub(crate) sent: u64,
+    pub(crate) in_flight: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Budgets {
     windows: Vec<Window>,
     /// How many instances share the key, as this process reckons from the budget falling
     /// faster than its own requests explain; at least 1.
     fleet: f64,
+    /// Every report so far is explained by this process's own requests: no other instance is
+    /// seen spending the key.
+    alone: bool,
+    /// While alone, how many requests may be in flight at once: one more for each answer that
+    /// confirms it, as TCP's slow start grows its window. A period's first answer confirms
+    /// nothing: others may have spent the same amount as it began.
+    in_flight_allowed: u64,
+    /// Some window was reported before: a period first reported now began while this
+    /// process was watching, so what was spent of it before its first answer was spent by
+    /// others.
+    watched: bool,
     without_quota: u32,
 }
 
@@ -45,6 +68,9 @@ struct Window {
     highest: u64,
     lowest: u64,
     reports: u32,
+    /// The first report of the period: its `remaining`, and this process's own requests then.
+    first: u64,
+    first_own: Own,
 }
 
 /// What is known of the budget at one instant.
@@ -83,19 +109,24 @@ impl Default for Budgets {
         Self {
             windows: Vec::with_capacity(MAX_WINDOWS),
             fleet: 1.0,
+            alone: true,
+            in_flight_allowed: 1,
+            watched: false,
             without_quota: 0,
         }
     }
 }
 
 impl Budgets {
-    /// A response whose head arrived at `at` reported `quota`, whose period ends at `reset_at`.
-    pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant) {
+    /// A response whose head arrived at `at` reported `quota`, whose period ends at
+    /// `reset_at`, when this process's own requests stood at `own`.
+    pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
         self.without_quota = 0;
         if reset_at <= at {
             // A period that was over when the answer arrived says nothing about the next.
             return;
         }
+        let watched = std::mem::replace(&mut self.watched, true);
         // Any window whose period had ended is resolved: the headers show the window that
         // binds, so one not shown has at least this much left.
         self.windows.retain(|w| w.reset_at > at);
@@ -110,11 +141,21 @@ impl Budgets {
                 window.lowest = window.lowest.min(quota.remaining);
                 window.highest = window.highest.max(quota.remaining);
                 window.reports += 1;
-                if window.reports >= 2 {
-                    let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
-                    let own = f64::from(window.reports - 1);
-                    self.fleet = (others_and_own / own).clamp(1.0, MAX_FLEET);
+                let fallen = window.first.saturating_sub(window.lowest);
+                // Own requests that may have been counted since the first report: those sent
+                // since, and those on the wire then.
+                let own_most = own
+                    .sent
+                    .saturating_sub(window.first_own.sent)
+                    .saturating_add(window.first_own.in_flight.saturating_sub(1));
+                let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
+                let answered = f64::from(window.reports - 1);
+                self.fleet = (others_and_own / answered).clamp(1.0, MAX_FLEET);
+                self.alone = fallen <= own_most;
+                if self.alone {
+                    self.fleet = 1.0;
                 }
+                self.grow_if_alone();
             }
             None => {
                 if self.windows.len() == MAX_WINDOWS {
@@ -135,9 +176,45 @@ impl Budgets {
                     highest: quota.remaining,
                     lowest: quota.remaining,
                     reports: 1,
+                    first: quota.remaining,
+                    first_own: own,
                 });
+                // Spent before this process's first answer of the period, beyond what its
+                // own requests on the wire explain.
+                let spent_before = quota.limit.saturating_sub(quota.remaining);
+                let own_most = own.in_flight.max(1);
+                if spent_before > own_most {
+                    // Half a window spent or more is a long window's past (a day that
+                    // binds late), not others' spend as it begins.
+                    if watched && spent_before <= quota.limit / 2 {
+                        // Others spend the key as this period begins: as many of them as
+                        // their spend is larger than this process's own.
+                        self.alone = false;
+                        let others_and_own = spent_before as f64 / own_most as f64;
+                        self.fleet = self.fleet.max(others_and_own).clamp(1.0, MAX_FLEET);
+                    } else {
+                        // A new process that finds the period partly spent knows only that
+                        // someone spent it, maybe long ago: one request at a time until the
+                        // next answer tells.
+                        self.in_flight_allowed = 1;
+                    }
+                }
             }
         }
+    }
+
+    fn grow_if_alone(&mut self) {
+        self.in_flight_allowed = if self.alone {
+            (self.in_flight_allowed + 1).min(MAX_IN_FLIGHT)
+        } else {
+            1
+        };
+    }
+
+    /// How many requests may be in flight at once without pacing: `Some` while every report
+    /// is explained by this process's own requests.
+    pub(crate) fn unpaced_in_flight(&self) -> Option<u64> {
+        self.alone.then_some(self.in_flight_allowed)
     }
 
     /// A response arrived without rate-limit headers.
@@ -233,14 +310,19 @@ mod tests {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         assert_eq!(budgets.known(t0), Known::Unknown);
-        budgets.report(quota(60, 59, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(60, 59, 1_000), t0 + secs(30), t0, Own::default());
         assert_eq!(budget(&budgets, t0).remaining, 59);
         assert_eq!(
             budgets.known(t0 + secs(30)),
             Known::Unknown,
             "never assume the full limit"
         );
-        budgets.report(quota(60, 10, 1_060), t0 + secs(90), t0 + secs(31));
+        budgets.report(
+            quota(60, 10, 1_060),
+            t0 + secs(90),
+            t0 + secs(31),
+            Own::default(),
+        );
         assert_eq!(budget(&budgets, t0 + secs(31)).remaining, 10);
     }
 
@@ -248,9 +330,9 @@ mod tests {
     fn a_stale_report_gives_back_nothing() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(60, 20, 1_000), t0 + secs(30), t0);
-        budgets.report(quota(60, 25, 1_000), t0 + secs(30), t0);
-        budgets.report(quota(60, 50, 940), t0 + secs(30), t0);
+        budgets.report(quota(60, 20, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(60, 25, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(60, 50, 940), t0 + secs(30), t0, Own::default());
         assert_eq!(budget(&budgets, t0).remaining, 20);
     }
 
@@ -258,12 +340,12 @@ mod tests {
     fn the_window_with_least_left_binds_and_a_period_over_on_arrival_is_ignored() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(20, 15, 1_000), t0 + secs(30), t0);
-        budgets.report(quota(25, 3, 90_000), t0 + secs(3_600), t0);
+        budgets.report(quota(20, 15, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(25, 3, 90_000), t0 + secs(3_600), t0, Own::default());
         let known = budget(&budgets, t0);
         assert_eq!((known.remaining, known.reset_at), (3, t0 + secs(3_600)));
         assert_eq!(known.windows().len(), 2);
-        budgets.report(quota(20, 0, 900), t0, t0);
+        budgets.report(quota(20, 0, 900), t0, t0, Own::default());
         assert_eq!(budget(&budgets, t0).remaining, 3);
     }
 
@@ -271,10 +353,15 @@ mod tests {
     fn a_window_whose_period_ended_is_resolved_by_any_later_report() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(20, 0, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(20, 0, 1_000), t0 + secs(30), t0, Own::default());
         assert_eq!(budgets.known(t0 + secs(30)), Known::Unknown);
         // The day window binds in the new minute: the minute has at least as much left.
-        budgets.report(quota(25, 5, 90_000), t0 + secs(3_600), t0 + secs(31));
+        budgets.report(
+            quota(25, 5, 90_000),
+            t0 + secs(3_600),
+            t0 + secs(31),
+            Own::default(),
+        );
         let known = budget(&budgets, t0 + secs(31));
         assert_eq!((known.remaining, known.windows().len()), (5, 1));
     }
@@ -283,8 +370,8 @@ mod tests {
     fn spending_on_doubt_lowers_every_window() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(60, 1, 1_000), t0 + secs(30), t0);
-        budgets.report(quota(1_000, 500, 9_000), t0 + secs(300), t0);
+        budgets.report(quota(60, 1, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(1_000, 500, 9_000), t0 + secs(300), t0, Own::default());
         budgets.spend_on_doubt();
         budgets.spend_on_doubt();
         let known = budget(&budgets, t0);
@@ -296,15 +383,25 @@ mod tests {
     fn others_spending_raises_the_fleet_estimate() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0);
+        budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0, Own::default());
         assert_eq!(budgets.fleet(), 1.0);
         // Our next two requests saw the budget fall by 4 each: three others spend as much.
-        budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0);
-        budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0);
+        budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0, Own::default());
+        budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0, Own::default());
         assert_eq!(budgets.fleet(), 4.0);
         // Alone again in the next period.
-        budgets.report(quota(60, 59, 1_060), t0 + secs(120), t0 + secs(61));
-        budgets.report(quota(60, 58, 1_060), t0 + secs(120), t0 + secs(61));
+        budgets.report(
+            quota(60, 59, 1_060),
+            t0 + secs(120),
+            t0 + secs(61),
+            Own::default(),
+        );
+        budgets.report(
+            quota(60, 58, 1_060),
+            t0 + secs(120),
+            t0 + secs(61),
+            Own::default(),
+        );
         assert_eq!(budgets.fleet(), 1.0);
     }
 
@@ -322,7 +419,7 @@ mod tests {
         );
         budgets.report_none();
         assert_eq!(budgets.known(t0), Known::Unmetered);
-        budgets.report(quota(0, 0, 1_000), t0 + secs(30), t0);
+        budgets.report(quota(0, 0, 1_000), t0 + secs(30), t0, Own::default());
         assert!(budget(&budgets, t0).zero_limit);
     }
 
@@ -330,9 +427,9 @@ mod tests {
     fn a_minute_and_a_day_with_the_same_limit_are_kept_apart() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(100, 60, 1_030), t0 + secs(30), t0);
-        budgets.report(quota(100, 50, 4_600), t0 + secs(3_600), t0);
-        budgets.report(quota(100, 40, 1_030), t0 + secs(30), t0);
+        budgets.report(quota(100, 60, 1_030), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(100, 50, 4_600), t0 + secs(3_600), t0, Own::default());
+        budgets.report(quota(100, 40, 1_030), t0 + secs(30), t0, Own::default());
         let known = budget(&budgets, t0);
         assert_eq!(
             (known.remaining, known.windows().len()),
@@ -346,9 +443,70 @@ mod tests {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         // Two backends behind one limiter, 2 s apart: the one ahead places the end early.
-        budgets.report(quota(60, 50, 1_000), t0 + secs(28), t0);
-        budgets.report(quota(60, 49, 1_000), t0 + secs(30), t0);
-        budgets.report(quota(60, 48, 1_000), t0 + secs(28), t0);
+        budgets.report(quota(60, 50, 1_000), t0 + secs(28), t0, Own::default());
+        budgets.report(quota(60, 49, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(60, 48, 1_000), t0 + secs(28), t0, Own::default());
         assert_eq!(budget(&budgets, t0).reset_at, t0 + secs(30));
+    }
+    fn own(sent: u64, in_flight: u64) -> Own {
+        Own { sent, in_flight }
+    }
+
+    #[test]
+    fn a_keys_only_user_may_have_one_more_in_flight_per_answer_that_confirms_it() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60);
+        let mut budgets = Budgets::default();
+        assert_eq!(budgets.unpaced_in_flight(), Some(1));
+        // The probe's answer: the period's first, which confirms nothing.
+        budgets.report(quota(60, 59, 1_000), end, t0, own(1, 1));
+        assert_eq!(budgets.unpaced_in_flight(), Some(1));
+        // Two more sent, each answered with the fall it explains.
+        budgets.report(quota(60, 58, 1_000), end, t0, own(2, 1));
+        budgets.report(quota(60, 57, 1_000), end, t0, own(3, 1));
+        assert_eq!(budgets.unpaced_in_flight(), Some(3));
+        assert_eq!(budgets.fleet(), 1.0);
+    }
+
+    #[test]
+    fn a_fall_its_own_requests_do_not_explain_ends_the_unpaced_burst() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 59, 1_000), end, t0, own(1, 1));
+        // One more request of this process, and the budget fell by four.
+        budgets.report(quota(60, 55, 1_000), end, t0, own(2, 1));
+        assert_eq!(budgets.unpaced_in_flight(), None);
+        assert_eq!(budgets.fleet(), 4.0);
+    }
+
+    #[test]
+    fn a_period_others_spent_as_it_began_is_shared_by_a_running_process() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0, own(1, 1));
+        budgets.report(quota(60, 58, 1_000), t0 + secs(60), t0, own(2, 1));
+        // The next period's first answer: 5 spent, only this one request of this process.
+        let later = t0 + secs(61);
+        budgets.report(quota(60, 55, 1_060), t0 + secs(120), later, own(3, 1));
+        assert_eq!(budgets.unpaced_in_flight(), None);
+        assert_eq!(budgets.fleet(), 5.0);
+    }
+
+    #[test]
+    fn a_new_process_finding_the_period_partly_spent_sends_one_at_a_time_until_it_knows() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60);
+        let mut budgets = Budgets::default();
+        // Spent before this process's first request: by others, maybe long ago.
+        budgets.report(quota(60, 40, 1_000), end, t0, own(1, 1));
+        assert_eq!(budgets.unpaced_in_flight(), Some(1));
+        assert_eq!(budgets.fleet(), 1.0);
+        budgets.report(quota(60, 39, 1_000), end, t0, own(2, 1));
+        assert_eq!(
+            budgets.unpaced_in_flight(),
+            Some(2),
+            "expected the next answer, explained by this process alone, to let the burst grow"
+        );
     }
 }

@@ -32,7 +32,7 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, ThrottleCause};
 use crate::quota::{self, Quota, QuotaReading};
 use crate::retry::{self, Quiet, RetryPolicy};
-use budget::{Budgets, Known};
+use budget::{Budgets, Known, Own};
 pub(crate) use fleet::Fleet;
 use fleet::{Admission, Outcome, Verdict, WindowReport};
 use gate::Gate;
@@ -51,8 +51,8 @@ pub(crate) use server_time::ServerTime;
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | evenly over what is left of each window, scaled by how many instances the falling budget shows | replicas, workers and cron jobs on one key, which know nothing of each other |
-/// | [`Sole`](Self::Sole) | as fast as calls come, until the window's budget is spent | a process known to be the key's only user: bursts get the whole allowance at once |
+/// | [`Shared`](Self::Shared) (default) | as fast as calls come while every answer shows this process is the key's only user, with as many in flight as answers have confirmed (one more per answer, as TCP's slow start); evenly over what is left of each window, scaled by how many instances the falling budget shows, as soon as others spend it | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Sole`](Self::Sole) | as fast as calls come, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants no slow start |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///
 /// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
@@ -72,7 +72,8 @@ pub(crate) use server_time::ServerTime;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Pacing {
-    /// Spread the budget over the window, sharing it with other instances on the key.
+    /// Spend the budget as fast as calls come while this process is seen to be the key's only
+    /// user; spread it over the window, shared with the others, once others are seen.
     #[default]
     Shared,
     /// Spend the budget as fast as calls come: this process is the key's only user.
@@ -114,6 +115,8 @@ struct State {
     gate: Gate,
     budgets: Budgets,
     in_flight: u64,
+    /// Requests admitted in all.
+    sent: u64,
     probe_in_flight: bool,
     last_admit: Option<Instant>,
     /// The lowest `remaining` of the newest period any response reported.
@@ -212,8 +215,8 @@ impl RateLimiter {
     /// [`Error::Throttled`] at once when a hold would last past `give_up_at`, or when that
     /// instant has passed by the time the request is first in line and must still wait.
     ///
-    /// Only holds with a known end arm a timer: waiting in line or for a response arms none,
-    /// so that a paused clock (`start_paused`) does not jump over a response still on the wire.
+    /// Every wait is a timer that ends by `give_up_at` at the latest: in line, behind a
+    /// probe, and for a hold.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
@@ -239,6 +242,7 @@ impl RateLimiter {
                 match decision {
                     Decision::Go { probe } => {
                         state.in_flight += 1;
+                        state.sent += 1;
                         state.probe_in_flight |= probe;
                         state.last_admit = Some(now);
                         let (pending, metered) = match self.fleet {
@@ -298,7 +302,9 @@ impl RateLimiter {
                 Some(until) => {
                     let _ = tokio::time::timeout_at(until, changed).await;
                 }
-                None => changed.await,
+                None => {
+                    let _ = tokio::time::timeout_at(give_up_at, changed).await;
+                }
             }
         }
     }
@@ -378,6 +384,7 @@ impl State {
             } else {
                 self.budgets.fleet()
             },
+            unpaced_in_flight: self.budgets.unpaced_in_flight(),
             in_flight: self.in_flight,
             probe_in_flight: self.probe_in_flight,
             last_admit: self.last_admit,
@@ -477,7 +484,11 @@ impl Permit<'_> {
             match reading {
                 QuotaReading::Read(quota) => {
                     let reset_at = server.instant_of(quota.reset.timestamp());
-                    state.budgets.report(quota, reset_at, at);
+                    let own = Own {
+                        sent: state.sent,
+                        in_flight: state.in_flight,
+                    };
+                    state.budgets.report(quota, reset_at, at, own);
                     state.remember(quota);
                     if self.fleet.is_some() && reset_at > at {
                         let window = WindowReport {

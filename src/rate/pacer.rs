@@ -64,6 +64,9 @@ pub(crate) struct View<'a> {
     pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
     pub(crate) fleet: f64,
+    /// While every report is explained by this process's own requests, how many may be in
+    /// flight at once without pacing.
+    pub(crate) unpaced_in_flight: Option<u64>,
     pub(crate) in_flight: u64,
     pub(crate) probe_in_flight: bool,
     pub(crate) last_admit: Option<Instant>,
@@ -111,6 +114,15 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if pacing == Pacing::Sole {
         return Decision::Go { probe: false };
     }
+    // A key's only user, as far as every answer shows: no spreading, only as many in flight
+    // as answers have confirmed.
+    if let Some(allowed) = view.unpaced_in_flight {
+        return if in_flight >= allowed {
+            Decision::ForResponse(Hold::Pace)
+        } else {
+            Decision::Go { probe: false }
+        };
+    }
     // This instance's share of what is left, in flight at once.
     if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.fleet {
         return Decision::ForResponse(Hold::Pace);
@@ -144,7 +156,7 @@ mod tests {
 
     use super::*;
     use crate::quota::Quota;
-    use crate::rate::budget::Budgets;
+    use crate::rate::budget::{Budgets, Own};
     use crate::retry::{Quiet, RetryPolicy};
 
     fn secs(n: u64) -> Duration {
@@ -154,7 +166,12 @@ mod tests {
     fn budgets(remaining: u64, reset_in: Duration, t0: Instant) -> Budgets {
         let mut budgets = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        budgets.report(Quota::new(60, remaining, reset), t0 + reset_in, t0);
+        budgets.report(
+            Quota::new(60, remaining, reset),
+            t0 + reset_in,
+            t0,
+            Own::default(),
+        );
         budgets
     }
 
@@ -164,6 +181,7 @@ mod tests {
             remote: None,
             known: budgets.known(now),
             fleet: budgets.fleet(),
+            unpaced_in_flight: None,
             in_flight: 0,
             probe_in_flight: false,
             last_admit: None,
@@ -282,7 +300,7 @@ mod tests {
         let gate = Gate::default();
         let mut known = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        known.report(Quota::new(0, 0, reset), t0 + secs(10), t0);
+        known.report(Quota::new(0, 0, reset), t0 + secs(10), t0, Own::default());
         let view = view(&gate, &known, t0);
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
