@@ -207,11 +207,17 @@ pub struct Raw {
 
 impl Raw {
     pub fn new(addr: SocketAddr, http: reqwest::Client) -> Self {
+        Self::at(&format!("http://{addr}/v1"), KEY, http)
+    }
+
+    /// The baseline against the service at `base_url` (ending in `/v1`), with `key`.
+    pub fn at(base_url: &str, key: &str, http: reqwest::Client) -> Self {
+        let base_url = base_url.trim_end_matches('/');
         Self {
             http,
-            list_url: format!("http://{addr}/v1/pets?limit=100"),
-            pets_url: format!("http://{addr}/v1/pets"),
-            authorization: format!("Bearer {KEY}"),
+            list_url: format!("{base_url}/pets?limit=100"),
+            pets_url: format!("{base_url}/pets"),
+            authorization: format!("Bearer {key}"),
         }
     }
 
@@ -252,6 +258,63 @@ impl Raw {
             .unwrap();
         assert!(response.status().is_success());
         serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
+    }
+}
+
+/// The baseline as a user who knows only the specification writes it: on a 429, sleep the
+/// `Retry-After` seconds and send again. Each call returns how many 429s it met: `Ok` when
+/// it ended in a decoded success, `Err` otherwise (a transport error, another status).
+impl Raw {
+    pub async fn list_pets_patiently(&self) -> Result<u64, u64> {
+        self.patiently::<Vec<Pet>>(|| self.http.get(&self.list_url))
+            .await
+    }
+
+    pub async fn create_pet_patiently(&self, pet: &NewPet) -> Result<u64, u64> {
+        let body = serde_json::to_vec(pet).unwrap();
+        self.patiently::<Pet>(|| {
+            self.http
+                .post(&self.pets_url)
+                .header("content-type", "application/json")
+                .body(body.clone())
+        })
+        .await
+    }
+
+    async fn patiently<T: DeserializeOwned>(
+        &self,
+        request: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<u64, u64> {
+        let mut limited = 0;
+        loop {
+            let response = request()
+                .timeout(ATTEMPT_TIMEOUT)
+                .header("authorization", &self.authorization)
+                .header("accept", "application/json")
+                .send()
+                .await
+                .map_err(|_| limited)?;
+            if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                limited += 1;
+                let wait = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.trim().parse::<f64>().ok())
+                    .unwrap_or(1.0);
+                let wait = std::time::Duration::from_secs_f64(wait.clamp(0.0, 3_600.0));
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            if !response.status().is_success() {
+                return Err(limited);
+            }
+            let body = response.bytes().await.map_err(|_| limited)?;
+            return match serde_json::from_slice::<T>(&body) {
+                Ok(_) => Ok(limited),
+                Err(_) => Err(limited),
+            };
+        }
     }
 }
 
