@@ -954,6 +954,266 @@ async fn a_clock_offset_shifts_windows_resets_and_date_together() {
     );
 }
 
+/// A key allowed `per_minute` requests per minute window, under its own name.
+fn enterprise(per_minute: u32) -> Plan {
+    Plan::Enterprise {
+        per_minute,
+        per_day: 1_000,
+    }
+}
+
+/// `Retry-After`, in seconds.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> u64 {
+    headers["retry-after"].to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn backends_answer_in_turn_each_dating_on_its_clock_while_the_limiter_keeps_one() {
+    // On a minute boundary: the limiter's window is [1_800_000_000, 1_800_000_060).
+    let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let offsets = [0, 2, -3];
+    let builder = Sandbox::builder()
+        .clock_start(start)
+        .backend_clock_offsets(offsets.map(TimeDelta::seconds));
+    let sandbox = sandbox_with_tiny_key(builder).await;
+    let list = url(&sandbox, "/pets");
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let tiny = Some("Bearer tiny");
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        answers.push(raw("GET", list.clone(), tiny, None).await);
+    }
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [200, 429, 429, 429],
+        "expected one call allowed, then the limiter's 429s whatever the backend"
+    );
+    for (i, answer) in answers.iter().enumerate() {
+        let offset = offsets[i % offsets.len()];
+        assert_eq!(
+            date(&answer.headers),
+            1_800_000_010_u64.saturating_add_signed(offset),
+            "expected the Date of backend {} ({offset:+} s) on answer {i}",
+            i % offsets.len()
+        );
+        assert_eq!(
+            reset(&answer.headers),
+            1_800_000_060,
+            "expected the limiter's reset on answer {i}, whatever the backend's clock"
+        );
+    }
+    assert_eq!(
+        retry_after(&answers[1].headers),
+        50,
+        "expected the wait until the limiter's window ends, not the backend's"
+    );
+    let backends: Vec<usize> = sandbox.request_log().iter().map(|r| r.backend).collect();
+    assert_eq!(backends, [0, 1, 2, 0], "expected the backends in turn");
+
+    // One backend by default, on the sandbox's clock.
+    let one = Sandbox::builder().clock_start(start).start().await.unwrap();
+    let auth = bearer(&one);
+    for _ in 0..2 {
+        let response = raw("GET", url(&one, "/pets"), Some(&auth), None).await;
+        assert_eq!(
+            date(&response.headers),
+            1_800_000_000,
+            "expected the Date of the sandbox's own clock"
+        );
+    }
+    assert!(
+        one.request_log().iter().all(|r| r.backend == 0),
+        "expected every answer from backend 0"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_step_moves_windows_resets_and_date_at_once() {
+    // 30 s into a minute; 10 s later the clock jumps 25 s ahead, into the next minute.
+    let start = UNIX_EPOCH + Duration::from_secs(1_800_000_030);
+    let builder = Sandbox::builder()
+        .clock_start(start)
+        .clock_step(Duration::from_secs(10), TimeDelta::seconds(25));
+    let sandbox = sandbox_with_tiny_key(builder).await;
+    let list = url(&sandbox, "/pets");
+    let tiny = Some("Bearer tiny");
+    let first = raw("GET", list.clone(), tiny, None).await;
+    assert_eq!(first.status, 200, "expected the first call allowed");
+    assert_eq!(
+        (date(&first.headers), reset(&first.headers)),
+        (1_800_000_030, 1_800_000_060),
+        "expected Date and reset before the step"
+    );
+    tokio::time::advance(Duration::from_secs(9)).await;
+    let limited = raw("GET", list.clone(), tiny, None).await;
+    assert_error(&limited, 429, "rate_limited");
+    assert_eq!(
+        retry_after(&limited.headers),
+        21,
+        "expected the wait until the window ends, just before the step"
+    );
+
+    tokio::time::advance(Duration::from_secs(22)).await;
+    let stepped = raw("GET", list, tiny, None).await;
+    assert_eq!(stepped.status, 200, "expected the next window open");
+    assert_eq!(
+        (date(&stepped.headers), reset(&stepped.headers)),
+        (1_800_000_086, 1_800_000_120),
+        "expected Date and reset 25 s further than the time passed"
+    );
+    let times: Vec<u64> = sandbox
+        .request_log()
+        .iter()
+        .map(|r| r.server_time.duration_since(UNIX_EPOCH).unwrap().as_secs())
+        .collect();
+    assert_eq!(
+        times,
+        [1_800_000_030, 1_800_000_039, 1_800_000_086],
+        "expected the log on the stepped clock"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_stepped_back_counts_on_in_the_window_it_returns_to() {
+    // 5 s into a minute; 10 s later the clock goes 20 s back, into the previous minute (at
+    // :55), then comes forward again into the minute the key had used.
+    let start = UNIX_EPOCH + Duration::from_secs(1_800_000_065);
+    let builder = Sandbox::builder()
+        .clock_start(start)
+        .clock_step(Duration::from_secs(10), TimeDelta::seconds(-20));
+    let sandbox = sandbox_with_tiny_key(builder).await;
+    let list = url(&sandbox, "/pets");
+    let tiny = Some("Bearer tiny");
+    let first = raw("GET", list.clone(), tiny, None).await;
+    assert_eq!(first.status, 200, "expected the first call allowed");
+    assert_eq!(reset(&first.headers), 1_800_000_120);
+
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let back = raw("GET", list.clone(), tiny, None).await;
+    assert_eq!(back.status, 200, "expected the previous minute unused");
+    assert_eq!(
+        (date(&back.headers), reset(&back.headers)),
+        (1_800_000_055, 1_800_000_060),
+        "expected Date and reset 20 s back, in the previous minute"
+    );
+
+    tokio::time::advance(Duration::from_secs(6)).await;
+    let again = raw("GET", list, tiny, None).await;
+    assert_error(&again, 429, "rate_limited");
+    assert_eq!(
+        (date(&again.headers), reset(&again.headers)),
+        (1_800_000_061, 1_800_000_120),
+        "expected the minute of the first call again"
+    );
+    assert_eq!(
+        retry_after(&again.headers),
+        59,
+        "expected the minute's count kept across the step: it is spent"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plan_change_applies_at_the_next_request_and_keeps_the_window_count() {
+    let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let sandbox = Sandbox::builder()
+        .clock_start(start)
+        .key("shop", enterprise(3))
+        .key("scheduled", enterprise(2))
+        .plan_change(Duration::from_secs(30), "scheduled", enterprise(5))
+        .start()
+        .await
+        .unwrap();
+    let list = url(&sandbox, "/pets");
+    let quota = |response: &Raw| {
+        let read =
+            |name: &str| -> u64 { response.headers[name].to_str().unwrap().parse().unwrap() };
+        (read("x-ratelimit-limit"), read("x-ratelimit-remaining"))
+    };
+    let shop = Some("Bearer shop");
+    for remaining in [2, 1] {
+        let response = raw("GET", list.clone(), shop, None).await;
+        assert_eq!(quota(&response), (3, remaining));
+    }
+    sandbox.set_plan("shop", enterprise(5));
+    let upgraded = raw("GET", list.clone(), shop, None).await;
+    assert_eq!(
+        (upgraded.status, quota(&upgraded)),
+        (200, (5, 2)),
+        "expected the new limit with the window's 3 calls counted"
+    );
+    sandbox.set_plan("shop", enterprise(2));
+    let downgraded = raw("GET", list.clone(), shop, None).await;
+    assert_error(&downgraded, 429, "rate_limited");
+    assert_eq!(
+        (quota(&downgraded), retry_after(&downgraded.headers)),
+        ((2, 0), 60),
+        "expected the window past the new limit, spent until it ends"
+    );
+    assert_eq!(
+        sandbox
+            .keys()
+            .find(|(key, _)| *key == "shop")
+            .map(|(_, plan)| plan),
+        Some(enterprise(3)),
+        "expected keys() to give the plan the key started with"
+    );
+
+    let scheduled = Some("Bearer scheduled");
+    for expected in [(2, 1), (2, 0)] {
+        let response = raw("GET", list.clone(), scheduled, None).await;
+        assert_eq!(quota(&response), expected);
+    }
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let later = raw("GET", list, scheduled, None).await;
+    assert_eq!(
+        (later.status, quota(&later)),
+        (200, (5, 2)),
+        "expected the scheduled plan from 30 s on, in the same window"
+    );
+}
+
+#[tokio::test]
+async fn a_plan_change_for_a_key_the_sandbox_lacks_is_refused() {
+    let error = Sandbox::builder()
+        .plan_change(Duration::from_secs(1), "nobody", Plan::Pro)
+        .start()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(
+        error.to_string().contains("\"nobody\""),
+        "expected the error to name the key, got {error}"
+    );
+}
+
+#[tokio::test]
+#[should_panic(expected = "register it with SandboxBuilder::key")]
+async fn set_plan_of_a_key_the_sandbox_lacks_panics_with_what_to_do() {
+    let sandbox = common::sandbox().await;
+    sandbox.set_plan("nobody", Plan::Pro);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_skipped_fault_falls_on_a_later_request() {
+    let sandbox = common::sandbox().await;
+    sandbox.inject(Fault::status(503).skip(2).times(1));
+    let auth = bearer(&sandbox);
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(
+            raw("GET", url(&sandbox, "/pets"), Some(&auth), None)
+                .await
+                .status,
+        );
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 503, 200],
+        "expected the fault on the third request only"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_injected_429_arms_the_cooldown_and_the_ban_like_a_real_one() {
     let sandbox = Sandbox::builder().ban_threshold(3).start().await.unwrap();

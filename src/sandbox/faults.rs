@@ -18,9 +18,10 @@ pub enum Route {
 /// (so a faulted request counts against the key's quota, as on a server that failed after
 /// accepting it).
 ///
-/// Build one with a constructor, narrow it with [`route`](Self::route), and bound it with
-/// [`times`](Self::times) or [`fraction`](Self::fraction) (by default it applies to every
-/// matching request until [`Sandbox::clear_faults`](super::Sandbox::clear_faults)):
+/// Build one with a constructor, narrow it with [`route`](Self::route), delay it with
+/// [`skip`](Self::skip), and bound it with [`times`](Self::times) or
+/// [`fraction`](Self::fraction) (by default it applies to every matching request until
+/// [`Sandbox::clear_faults`](super::Sandbox::clear_faults)):
 ///
 /// ```
 /// use std::time::Duration;
@@ -32,6 +33,9 @@ pub enum Route {
 /// let odd_429 = Fault::status(429).retry_after_value("1.5").times(1);
 /// let proxy_page = Fault::non_json_body(502).without_rate_limit_headers();
 /// let cut_503 = Fault::status(503).retry_after(1).cut_body();
+/// // The 5th request is slow, the 6th is told to wait: the 5th answers during the wait.
+/// let late = Fault::latency(Duration::from_secs(5)).skip(4).times(1);
+/// let limited = Fault::status(429).retry_after(10).skip(5).times(1);
 /// ```
 ///
 /// An injected 429 acts like a real one: its `Retry-After` starts the key's cooldown, and
@@ -42,6 +46,7 @@ pub struct Fault {
     pub(super) kind: FaultKind,
     pub(super) route: Option<Route>,
     pub(super) remaining: Option<u64>,
+    pub(super) skip: u64,
     pub(super) fraction: Option<f64>,
     pub(super) rate_limit_headers: bool,
 }
@@ -68,6 +73,7 @@ impl Fault {
             kind,
             route: None,
             remaining: None,
+            skip: 0,
             fraction: None,
             rate_limit_headers: true,
         }
@@ -152,6 +158,14 @@ impl Fault {
         self
     }
 
+    /// Lets the first `n` matching requests through untouched before it applies, so that
+    /// faults can fall on chosen requests: a latency on one, a 429 on the next. Requests that
+    /// the rate limiter refuses never reach the faults and are not counted.
+    pub fn skip(mut self, n: u64) -> Self {
+        self.skip = n;
+        self
+    }
+
     /// Only this fraction (0.0 to 1.0) of matching requests, drawn from a seeded generator so
     /// that runs repeat.
     pub fn fraction(mut self, fraction: f64) -> Self {
@@ -199,11 +213,15 @@ impl Faults {
             } else {
                 failure.is_some()
             };
-            if taken
-                || fault.remaining == Some(0)
-                || fault.route.is_some_and(|r| Some(r) != route)
-                || fault.fraction.is_some_and(|f| self.rng.f64() >= f)
+            if taken || fault.remaining == Some(0) || fault.route.is_some_and(|r| Some(r) != route)
             {
+                continue;
+            }
+            if fault.skip > 0 {
+                fault.skip -= 1;
+                continue;
+            }
+            if fault.fraction.is_some_and(|f| self.rng.f64() >= f) {
                 continue;
             }
             if let Some(remaining) = &mut fault.remaining {

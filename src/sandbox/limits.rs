@@ -1,6 +1,6 @@
 //! Per-key rate limiting on two fixed windows, the cooldown after a 429, and the ban.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::TimeDelta;
@@ -9,28 +9,39 @@ use tokio::time::Instant;
 use super::Plan;
 
 /// Unix time derived from tokio's clock, anchored once at start, so that a paused clock moves
-/// the sandbox's notion of "now" exactly.
+/// the sandbox's notion of "now" exactly. A [`ClockStep`] moves it once by a signed amount, as
+/// an NTP correction would.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct UnixClock {
     wall: Duration,
     instant: Instant,
+    step: Option<(Instant, TimeDelta)>,
+}
+
+/// A step of the service's clock: `by` (signed), `after` the sandbox starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ClockStep {
+    pub(super) after: Duration,
+    pub(super) by: TimeDelta,
 }
 
 impl UnixClock {
-    /// A clock that reads `start` (the system time if `None`) plus `offset` now.
-    pub(super) fn new(start: Option<SystemTime>, offset: TimeDelta) -> Self {
-        let start = start.unwrap_or_else(SystemTime::now);
-        let shifted = match offset.abs().to_std() {
-            Ok(by) if offset < TimeDelta::zero() => start.checked_sub(by),
-            Ok(by) => start.checked_add(by),
-            Err(_) => Some(start),
-        };
+    /// A clock that reads `start` (the system time if `None`) plus `offset` now, and steps by
+    /// `step.by` once `step.after` has passed.
+    pub(super) fn new(
+        start: Option<SystemTime>,
+        offset: TimeDelta,
+        step: Option<ClockStep>,
+    ) -> Self {
+        let start = start
+            .unwrap_or_else(SystemTime::now)
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let instant = Instant::now();
         Self {
-            wall: shifted
-                .unwrap_or(start)
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
-            instant: Instant::now(),
+            wall: shift(start, offset),
+            instant,
+            step: step.map(|step| (instant + step.after, step.by)),
         }
     }
 
@@ -41,12 +52,20 @@ impl UnixClock {
 
     /// Time since the unix epoch at `at`.
     fn unix(&self, at: Instant) -> Duration {
-        self.wall + at.saturating_duration_since(self.instant)
+        let unix = self.wall + at.saturating_duration_since(self.instant);
+        match self.step {
+            Some((step_at, by)) if at >= step_at => shift(unix, by),
+            _ => unix,
+        }
     }
+}
 
-    /// The instant at which unix time reads `unix`.
-    fn instant(&self, unix: Duration) -> Instant {
-        self.instant + unix.saturating_sub(self.wall)
+/// `unix` moved by a signed `by`, never before the epoch.
+pub(super) fn shift(unix: Duration, by: TimeDelta) -> Duration {
+    match by.abs().to_std() {
+        Ok(amount) if by < TimeDelta::zero() => unix.saturating_sub(amount),
+        Ok(amount) => unix.saturating_add(amount),
+        Err(_) => unix,
     }
 }
 
@@ -59,6 +78,7 @@ pub(super) struct Limits {
     pub(super) ban_duration: Duration,
     pub(super) clock_start: Option<SystemTime>,
     pub(super) clock_offset: TimeDelta,
+    pub(super) clock_step: Option<ClockStep>,
 }
 
 /// What the rate-limit headers say, for the window that binds.
@@ -86,17 +106,34 @@ pub(super) enum Verdict {
     Banned { headers: Headers, retry_after: u64 },
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Window {
-    index: u128,
-    count: u64,
+/// How many of a key's most recent windows of one length keep their count.
+const WINDOWS_KEPT: usize = 8;
+
+/// The counts of a key's recent windows of one length, by window index, as a store keyed by
+/// window would keep them: a clock stepped back into a window counts on from what it had.
+#[derive(Debug, Default, Clone)]
+struct Windows {
+    counts: BTreeMap<u128, u64>,
+}
+
+impl Windows {
+    fn count(&self, index: u128) -> u64 {
+        self.counts.get(&index).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, index: u128) {
+        *self.counts.entry(index).or_insert(0) += 1;
+        while self.counts.len() > WINDOWS_KEPT {
+            self.counts.pop_first();
+        }
+    }
 }
 
 #[derive(Debug)]
 struct KeyState {
     plan: Plan,
-    minute: Window,
-    day: Window,
+    minute: Windows,
+    day: Windows,
     cooldown_until: Option<Instant>,
     strikes: u32,
     banned_until: Option<Instant>,
@@ -110,11 +147,21 @@ impl KeyState {
     }
 }
 
+/// A key's plan changing at a given instant (see `SandboxBuilder::plan_change`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PlanChange {
+    pub(super) after: Duration,
+    pub(super) key: String,
+    pub(super) plan: Plan,
+}
+
 #[derive(Debug)]
 pub(super) struct Limiter {
     limits: Limits,
     clock: UnixClock,
     keys: HashMap<String, KeyState>,
+    /// Plan changes still to come, by the instant they take effect, earliest first.
+    scheduled: Vec<(Instant, String, Plan)>,
     bans: u64,
     early: u64,
 }
@@ -124,17 +171,25 @@ impl Limiter {
         limits: Limits,
         clock: UnixClock,
         keys: impl IntoIterator<Item = (String, Plan)>,
+        changes: impl IntoIterator<Item = PlanChange>,
     ) -> Self {
+        let start = Instant::now();
+        let mut scheduled: Vec<(Instant, String, Plan)> = changes
+            .into_iter()
+            .map(|change| (start + change.after, change.key, change.plan))
+            .collect();
+        scheduled.sort_by_key(|(at, _, _)| *at);
         Self {
             limits,
             clock,
+            scheduled,
             keys: keys
                 .into_iter()
                 .map(|(key, plan)| {
                     let state = KeyState {
                         plan,
-                        minute: Window::default(),
-                        day: Window::default(),
+                        minute: Windows::default(),
+                        day: Windows::default(),
                         cooldown_until: None,
                         strikes: 0,
                         banned_until: None,
@@ -149,6 +204,26 @@ impl Limiter {
 
     pub(super) fn knows(&self, key: &str) -> bool {
         self.keys.contains_key(key)
+    }
+
+    /// Puts `key` on `plan` from now on; its windows keep their counts. False for an unknown
+    /// key.
+    pub(super) fn set_plan(&mut self, key: &str, plan: Plan) -> bool {
+        match self.keys.get_mut(key) {
+            Some(state) => {
+                state.plan = plan;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Applies the scheduled plan changes that are due.
+    fn apply_due_changes(&mut self, now: Instant) {
+        let due = self.scheduled.partition_point(|(at, _, _)| *at <= now);
+        for (_, key, plan) in self.scheduled.drain(..due).collect::<Vec<_>>() {
+            self.set_plan(&key, plan);
+        }
     }
 
     pub(super) fn bans(&self) -> u64 {
@@ -173,20 +248,25 @@ impl Limiter {
 
     /// Decides on one request by `key` (which must be known) arriving now.
     pub(super) fn check(&mut self, key: &str) -> Option<Verdict> {
-        let limits = self.limits;
-        let clock = self.clock;
-        let state = self.keys.get_mut(key)?;
         let now = Instant::now();
-        let unix = clock.unix(now);
-        roll(&mut state.minute, unix, limits.minute_window);
-        roll(&mut state.day, unix, limits.day_window);
+        self.apply_due_changes(now);
+        let limits = self.limits;
+        let unix = self.clock.unix(now);
+        let state = self.keys.get_mut(key)?;
+        let minute_index = window_index(unix, limits.minute_window);
+        let day_index = window_index(unix, limits.day_window);
         let minute = Bucket::new(
-            state.minute,
+            state.minute.count(minute_index),
             state.plan.per_minute(),
             unix,
             limits.minute_window,
         );
-        let day = Bucket::new(state.day, state.plan.per_day(), unix, limits.day_window);
+        let day = Bucket::new(
+            state.day.count(day_index),
+            state.plan.per_day(),
+            unix,
+            limits.day_window,
+        );
         let binding = if day.remaining() < minute.remaining() {
             day
         } else {
@@ -223,8 +303,8 @@ impl Limiter {
             .filter(|b| b.remaining() == 0)
             .max_by_key(|b| b.end);
         if let Some(spent) = spent {
-            let frees_at = clock.instant(Duration::from_secs(spent.end));
-            let retry_after = ceil_secs(frees_at.saturating_duration_since(now)).max(1);
+            // On the service's clock as it reads now, as a server computes it.
+            let retry_after = ceil_secs(Duration::from_secs(spent.end).saturating_sub(unix)).max(1);
             state.cool_down(now + Duration::from_secs(retry_after));
             return Some(Verdict::Limited {
                 headers: spent.headers(),
@@ -232,8 +312,8 @@ impl Limiter {
                 during_cooldown: false,
             });
         }
-        state.minute.count += 1;
-        state.day.count += 1;
+        state.minute.add(minute_index);
+        state.day.add(day_index);
         let mut headers = binding.headers();
         headers.remaining -= 1;
         Some(Verdict::Allowed(headers))
@@ -257,10 +337,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(window: Window, limit: u32, unix: Duration, length: Duration) -> Self {
+    fn new(used: u64, limit: u32, unix: Duration, length: Duration) -> Self {
         Self {
             limit: u64::from(limit),
-            used: window.count,
+            used,
             end: window_end(unix, length),
         }
     }
@@ -287,13 +367,6 @@ fn window_index(unix: Duration, length: Duration) -> u128 {
 fn window_end(unix: Duration, length: Duration) -> u64 {
     let end = (window_index(unix, length) + 1) * length.as_nanos().max(1);
     u64::try_from(end / 1_000_000_000).unwrap_or(u64::MAX)
-}
-
-fn roll(window: &mut Window, unix: Duration, length: Duration) {
-    let index = window_index(unix, length);
-    if index != window.index {
-        *window = Window { index, count: 0 };
-    }
 }
 
 fn ceil_secs(duration: Duration) -> u64 {

