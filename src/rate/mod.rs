@@ -51,8 +51,8 @@ pub(crate) use server_time::ServerTime;
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | as fast as calls come while every answer shows this process is the key's only user, with as many in flight as answers have confirmed (one more per answer, as TCP's slow start); evenly over what is left of each window, scaled by how many instances the falling budget shows, as soon as others spend it | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
-/// | [`Sole`](Self::Sole) | as fast as calls come, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants no slow start |
+/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, each call as soon as the one before is answered (one on the wire at a time); once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///
 /// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
@@ -215,8 +215,8 @@ impl RateLimiter {
     /// [`Error::Throttled`] at once when a hold would last past `give_up_at`, or when that
     /// instant has passed by the time the request is first in line and must still wait.
     ///
-    /// Every wait is a timer that ends by `give_up_at` at the latest: in line, behind a
-    /// probe, and for a hold.
+    /// Only holds with a known end arm a timer: waiting in line or for a response arms none,
+    /// so that a paused clock (`start_paused`) does not jump over a response still on the wire.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
@@ -302,9 +302,7 @@ impl RateLimiter {
                 Some(until) => {
                     let _ = tokio::time::timeout_at(until, changed).await;
                 }
-                None => {
-                    let _ = tokio::time::timeout_at(give_up_at, changed).await;
-                }
+                None => changed.await,
             }
         }
     }
@@ -384,7 +382,7 @@ impl State {
             } else {
                 self.budgets.fleet()
             },
-            unpaced_in_flight: self.budgets.unpaced_in_flight(),
+            alone: self.budgets.alone(),
             in_flight: self.in_flight,
             probe_in_flight: self.probe_in_flight,
             last_admit: self.last_admit,

@@ -64,9 +64,8 @@ pub(crate) struct View<'a> {
     pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
     pub(crate) fleet: f64,
-    /// While every report is explained by this process's own requests, how many may be in
-    /// flight at once without pacing.
-    pub(crate) unpaced_in_flight: Option<u64>,
+    /// Every report is explained by this process's own requests.
+    pub(crate) alone: bool,
     pub(crate) in_flight: u64,
     pub(crate) probe_in_flight: bool,
     pub(crate) last_admit: Option<Instant>,
@@ -114,10 +113,11 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if pacing == Pacing::Sole {
         return Decision::Go { probe: false };
     }
-    // A key's only user, as far as every answer shows: no spreading, only as many in flight
-    // as answers have confirmed.
-    if let Some(allowed) = view.unpaced_in_flight {
-        return if in_flight >= allowed {
+    // A key's only user, as far as every answer shows: no spreading, one request at a time,
+    // each sent as soon as the one before is answered. One at a time, because a 429 the budget
+    // did not foretell (the service under load) lands on every request already on the wire.
+    if view.alone {
+        return if in_flight > 0 {
             Decision::ForResponse(Hold::Pace)
         } else {
             Decision::Go { probe: false }
@@ -181,7 +181,7 @@ mod tests {
             remote: None,
             known: budgets.known(now),
             fleet: budgets.fleet(),
-            unpaced_in_flight: None,
+            alone: false,
             in_flight: 0,
             probe_in_flight: false,
             last_admit: None,
