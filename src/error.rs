@@ -7,7 +7,6 @@ use http::StatusCode;
 use serde::Deserialize;
 
 use crate::quota::Quota;
-use crate::retry::is_transient_status;
 
 /// A `Result` whose error defaults to this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -762,6 +761,13 @@ pub(crate) fn snippet(body: &[u8]) -> String {
         text.push('…');
     }
     text
+}
+
+/// Whether a status says the failure is transient, so that the same request may succeed
+/// later: 429, 500, 502, 503 and 504. Other 5xx (501 Not Implemented, 505 HTTP Version Not
+/// Supported, ...) state a lasting condition.
+pub(crate) fn is_transient_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
 }
 
 #[cfg(test)]

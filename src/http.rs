@@ -15,8 +15,8 @@ use url::Url;
 use crate::client::PetStoreClient;
 use crate::clock;
 use crate::deprecation::Deprecation;
-use crate::error::{ApiError, Error, Result, TimeoutKind, snippet};
-use crate::rate::{HeadReport, Permit};
+use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind, snippet};
+use crate::rate::{HeadReport, Held, Permit};
 use crate::response::Response;
 use crate::retry::{Action, RetryPolicy, classify_failure, classify_status};
 
@@ -132,7 +132,7 @@ impl PetStoreClient {
                 .rate
                 .admit(operation.name(), give_up_at)
                 .await
-                .map_err(|e| e.with_attempts(attempts.load(Ordering::Relaxed)))?;
+                .map_err(|held| throttled(held).with_attempts(attempts.load(Ordering::Relaxed)))?;
             let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
             let span = tracing::debug_span!("attempt", attempt, status = tracing::field::Empty);
             let outcome = self
@@ -358,6 +358,20 @@ impl PetStoreClient {
 
 /// `host:port` of a URL, the port made explicit (`petstore.example.com:443`). Never the
 /// user information, nor the path or query.
+/// The error of a call the rate discipline would hold past the instant it gives up.
+pub(crate) fn throttled(held: Held) -> Error {
+    Error::Throttled {
+        retry_after: held.retry_after,
+        quota: held.quota,
+        cause: if held.unavailable {
+            ThrottleCause::Unavailable
+        } else {
+            ThrottleCause::RateLimited
+        },
+        attempts: 0,
+    }
+}
+
 fn address(url: &Url) -> String {
     let host = url.host_str().unwrap_or_default();
     match url.port_or_known_default() {

@@ -193,7 +193,7 @@ pub mod __private {
                 map.append(name, value);
             }
         }
-        let server = crate::rate::ServerTime::of_response(
+        let server = crate::clock::ServerTime::of_response(
             &map,
             tokio::time::Instant::now(),
             &crate::clock::Clock::new(),
@@ -270,8 +270,8 @@ pub mod __private {
                 let give_up_at = crate::clock::after(policy.max_server_wait());
                 let permit = match rate.admit("listPets", give_up_at).await {
                     Ok(permit) => permit,
-                    Err(error) => {
-                        run.held = Some(error);
+                    Err(held) => {
+                        run.held = Some(crate::http::throttled(held));
                         break;
                     }
                 };

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName};
 
-use crate::rate::ServerTime;
+use crate::clock::ServerTime;
 
 /// The rate-limit quota the service reported on a response.
 ///

@@ -6,7 +6,7 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use http::{Method, StatusCode};
 
-use crate::error::Error;
+use crate::error::{Error, is_transient_status};
 use crate::quota::Quota;
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
@@ -258,13 +258,6 @@ pub(crate) fn classify_status(
         _ if is_transient_status(status) && is_repeatable(method) => Action::Retry { floor },
         _ => Action::Finish,
     }
-}
-
-/// Whether a status says the failure is transient, so that the same request may succeed
-/// later: 429, 500, 502, 503 and 504. Other 5xx (501 Not Implemented, 505 HTTP Version Not
-/// Supported, ...) state a lasting condition.
-pub(crate) fn is_transient_status(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
 }
 
 /// Classifies a failure with no response: for a `POST`, the service may have created the pet

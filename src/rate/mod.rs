@@ -1,7 +1,7 @@
 //! The rate discipline: every request of every client on one key waits here until the service's
 //! rate limits allow it, and every response head reports back here.
 //!
-//! One idea per file: [`server_time`] reads the service's clock from `Date`; [`budget`] keeps
+//! One idea per file: [`budget`] keeps
 //! the budgets of the windows the headers report; [`gate`] is the cooldown after a response
 //! that asks for quiet; [`pacer`] decides whether a request may go; [`line`] keeps held
 //! requests first in first out; [`registry`] gives every client of one key in a process the
@@ -16,7 +16,6 @@ mod pacer;
 #[cfg(feature = "redis")]
 mod redis;
 mod registry;
-mod server_time;
 
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,8 +27,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use url::Url;
 
-use crate::clock::{self, Clock};
-use crate::error::{Error, ThrottleCause};
+use crate::clock::{self, Clock, ServerClock};
 use crate::quota::{self, Quota, QuotaReading};
 use crate::retry::{self, Quiet, RetryPolicy};
 use budget::{Budgets, Known, Own};
@@ -40,8 +38,6 @@ use line::Line;
 use pacer::{Decision, Hold, View};
 #[cfg(feature = "redis")]
 pub use redis::RedisState;
-use server_time::ServerClock;
-pub(crate) use server_time::ServerTime;
 
 /// How a client spends the rate-limit budget the service reports.
 ///
@@ -211,8 +207,8 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
-    /// Waits, first in first out, until a request may be sent. Fails with
-    /// [`Error::Throttled`] at once when a hold would last past `give_up_at`, or when that
+    /// Waits, first in first out, until a request may be sent. Fails with what holds it
+    /// ([`Held`]) at once when a hold would last past `give_up_at`, or when that
     /// instant has passed by the time the request is first in line and must still wait.
     ///
     /// Only holds with a known end arm a timer: waiting in line or for a response arms none,
@@ -221,7 +217,7 @@ impl RateLimiter {
         &self,
         operation: &'static str,
         give_up_at: Instant,
-    ) -> Result<Permit<'_>, Error> {
+    ) -> Result<Permit<'_>, Held> {
         let shared = &*self.shared;
         let turn = match shared.line.join(give_up_at).await {
             Ok(turn) => turn,
@@ -344,8 +340,8 @@ impl RateLimiter {
         }
     }
 
-    /// The error for a request held back at `now` by `decision`.
-    fn throttled(&self, now: Instant, decision: Decision) -> Error {
+    /// What held back a request at `now` by `decision`.
+    fn throttled(&self, now: Instant, decision: Decision) -> Held {
         let state = self.shared.lock();
         let (retry_after, hold) = match decision {
             Decision::Until(until, hold) => (until.saturating_duration_since(now), Some(hold)),
@@ -355,20 +351,28 @@ impl RateLimiter {
         // Held by a 503's quiet: while the gate is closed, or while the one probe after it is
         // out. Every other hold is the rate limit's.
         let after_unavailable = matches!(state.gate.cause(), Some(Quiet::Unavailable(_)));
-        let cause = match hold {
-            Some(Hold::Cooldown) if after_unavailable => ThrottleCause::Unavailable,
-            Some(Hold::Probe) if after_unavailable && state.gate.half_open() => {
-                ThrottleCause::Unavailable
-            }
-            _ => ThrottleCause::RateLimited,
+        let unavailable = match hold {
+            Some(Hold::Cooldown) => after_unavailable,
+            Some(Hold::Probe) => after_unavailable && state.gate.half_open(),
+            _ => false,
         };
-        Error::Throttled {
+        Held {
             retry_after,
             quota: state.latest,
-            cause,
-            attempts: 0,
+            unavailable,
         }
     }
+}
+
+/// A request the rate discipline would hold past the instant its call gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// How long it would still be held.
+    pub(crate) retry_after: Duration,
+    /// The latest quota any response reported.
+    pub(crate) quota: Option<Quota>,
+    /// Held by the quiet a 503 asked for, not by the rate limit.
+    pub(crate) unavailable: bool,
 }
 
 impl State {

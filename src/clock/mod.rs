@@ -3,11 +3,15 @@
 //! Anchoring the wall clock to a tokio instant once, and deriving "now" from tokio's clock
 //! afterwards, keeps the two consistent: waits computed from a wall time are exact under a
 //! paused clock in tests, and immune to wall-clock jumps in production. It is only the fallback
-//! for a response without `Date` (see `rate::server_time`).
+//! for a response without `Date` ([`server_time`] reads the service's clock from it).
+
+mod server_time;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
+
+pub(crate) use server_time::{ServerClock, ServerTime};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {

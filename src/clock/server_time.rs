@@ -13,7 +13,7 @@ use http::header::DATE;
 use http::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
-use crate::clock::{self, Clock};
+use super::{self as clock, Clock};
 
 /// What the service's clock read at a local instant.
 #[derive(Debug, Clone, Copy)]
