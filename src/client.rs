@@ -137,7 +137,7 @@ impl fmt::Debug for Redacted {
 /// | [`attempt_timeout`](Self::attempt_timeout) | 30 s: sending one request and reading its whole response |
 /// | [`call_timeout`](Self::call_timeout) | none: the whole call, retries and waits included |
 /// | [`retry_policy`](Self::retry_policy) | [`RetryPolicy::default()`] |
-/// | [`pacing`](Self::pacing) | [`Pacing::Shared`]: the budget spread over each window |
+/// | [`pacing`](Self::pacing) | [`Pacing::Shared`]: unpaced while alone on the key, the budget spread over each window once others spend it |
 /// | [`rate_limit_scope`](Self::rate_limit_scope) | [`RateLimitScope::Process`]: one state per key in the process |
 /// | `shared_state` (feature `redis`) | none: instances on other hosts coordinate only through the service's headers |
 /// | [`user_agent`](Self::user_agent) | `petstore-client/<crate version>` |
@@ -276,11 +276,12 @@ impl PetStoreClientBuilder {
         self
     }
 
-    /// How to spend the rate-limit budget the service reports; [`Pacing::Shared`] by default,
-    /// which is safe when other processes or hosts use the same key.
+    /// How to spend the rate-limit budget the service reports; [`Pacing::Shared`] by default:
+    /// unpaced, one request at a time, while this process is seen to be the key's only user,
+    /// and spread over each window once other processes or hosts are seen spending the key.
     ///
-    /// [`Pacing::Sole`] gets a burst its whole allowance at once, and is safe only when nothing
-    /// else uses the key. [`Pacing::Off`] leaves only 429s to hold the client back: many
+    /// [`Pacing::Sole`] sends a burst all at once, and is safe only when nothing else uses the
+    /// key and the service never refuses a request its headers did not foretell. [`Pacing::Off`] leaves only 429s to hold the client back: many
     /// concurrent tasks then overshoot the limit in bursts before the first 429 comes back, and
     /// a service that counts the overshoot as calling on after a 429 may ban the key
     /// (`examples/rate_limits.rs` shows it).

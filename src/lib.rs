@@ -11,9 +11,9 @@
 //!   quota and `Retry-After`.
 //! - Rate-limit discipline: `Retry-After` as a floor under exponential backoff with jitter
 //!   ([`RetryPolicy`]), a cooldown after a 429 shared by every client of the key in the
-//!   process, and pacing ([`Pacing`]) that spreads the budget the service reports over each
-//!   window, read on the service's clock, so that instances sharing a key do not run it into
-//!   429s. A key that keeps calling after a 429 can be banned by the service; the scenario
+//!   process, and pacing ([`Pacing`]) that costs a key's only user nothing while its answers
+//!   show it alone, and spreads the budget the service reports over each window, read on the
+//!   service's clock, once others are seen spending it. A key that keeps calling after a 429 can be banned by the service; the scenario
 //!   matrix in `tests/ban_matrix.rs` shows what this crate guarantees against that, and where.
 //!
 //! # Getting started
@@ -84,9 +84,11 @@
 //! 3. reads the service's clock from `Date`, so that `X-RateLimit-Reset` and HTTP-date
 //!    `Retry-After` mean the same on a machine whose clock is off by minutes;
 //! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*`),
-//!    never assuming a window's budget before a response of that window reported it, and by
-//!    default ([`Pacing::Shared`]) spreading it over the window so that instances on other
-//!    processes or hosts that share the key do not run it into 429s;
+//!    never assuming a window's budget before a response of that window reported it; by
+//!    default ([`Pacing::Shared`]) one request at a time, unpaced, while the budget falls by no
+//!    more than this process's own requests, and spread over the window once others on other
+//!    processes or hosts are seen spending the key (up to eight such instances are shown safe;
+//!    more need the Redis state);
 //! 5. counts a request that may have reached the service (cancelled, timed out) as spent;
 //! 6. fails at once with a rate-limited error ([`Error::Throttled`]) when a call would wait for
 //!    the rate limit longer than [`RetryPolicy::max_server_wait`] (120 s by default) in all,
