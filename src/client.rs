@@ -281,9 +281,10 @@ impl PetStoreClientBuilder {
     /// and spread over each window once other processes or hosts are seen spending the key.
     ///
     /// [`Pacing::Sole`] sends a burst all at once, and is safe only when nothing else uses the
-    /// key and the service never refuses a request its headers did not foretell. [`Pacing::Off`] leaves only 429s to hold the client back: many
-    /// concurrent tasks then overshoot the limit in bursts before the first 429 comes back, and
-    /// a service that counts the overshoot as calling on after a 429 may ban the key
+    /// key and the service never refuses a request its headers did not foretell.
+    /// [`Pacing::Off`] leaves only 429s to hold the client back: many concurrent tasks then
+    /// overshoot the limit in bursts before the first 429 comes back, and a service that
+    /// counts the overshoot as calling on after a 429 may ban the key
     /// (`examples/rate_limits.rs` shows it).
     pub fn pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = pacing;
