@@ -85,10 +85,10 @@
 //!    `Retry-After` mean the same on a machine whose clock is off by minutes;
 //! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*`),
 //!    never assuming a window's budget before a response of that window reported it; by
-//!    default ([`Pacing::Shared`]) one request at a time, unpaced, while the budget falls by no
-//!    more than this process's own requests, and spread over the window once others on other
-//!    processes or hosts are seen spending the key (up to eight such instances are shown safe;
-//!    more need the Redis state);
+//!    default ([`Pacing::Shared`]) never held while none of its requests is on the wire, as
+//!    long as the budget falls by no more than this process's own requests explain, and
+//!    spread over the window once others on other processes or hosts are seen spending the
+//!    key (up to eight such instances are shown safe; more need the Redis state);
 //! 5. counts a request that may have reached the service (cancelled, timed out) as spent;
 //! 6. fails at once with a rate-limited error ([`Error::Throttled`]) when a call would wait for
 //!    the rate limit longer than [`RetryPolicy::max_server_wait`] (120 s by default) in all,

@@ -185,12 +185,10 @@ async fn a_clock_step_back_four_instances() {
 
 #[tokio::test(start_paused = true)]
 async fn a_late_answer_across_a_cooldown_one_instance() {
-    // A key's only user sends one request at a time, so none of its answers can come late
-    // across its own 429: the slow request holds the others until it is answered.
     let figures = check([cell(LATE_ANSWER_1)]).await;
-    assert_eq!(
-        figures[0].late_answers, 0,
-        "expected no request of a key's only user on the wire beside the slow one"
+    assert!(
+        figures[0].late_answers >= 1,
+        "expected a 2xx answered after the injected 429 to a request sent before it"
     );
 }
 

@@ -191,8 +191,8 @@ impl Budgets {
                 // Others spend the key as this period begins, as many of them as their spend
                 // is larger than this process's own. Half a window spent or more is a long
                 // window's past (a day that binds late), and a new process cannot tell others
-                // from its own earlier runs: both go on one request at a time, unpaced, until
-                // the next answer tells.
+                // from its own earlier runs: both stay as they were until the next answer
+                // tells.
                 if watched && spent_before > own_most && spent_before <= quota.limit / 2 {
                     self.alone = false;
                     self.explained_in_a_row = 0;

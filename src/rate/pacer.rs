@@ -113,15 +113,11 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if pacing == Pacing::Sole {
         return Decision::Go { probe: false };
     }
-    // A key's only user, as far as every answer shows: no spreading, one request at a time,
-    // each sent as soon as the one before is answered. One at a time, because a 429 the budget
-    // did not foretell (the service under load) lands on every request already on the wire.
-    if view.alone {
-        return if in_flight > 0 {
-            Decision::ForResponse(Hold::Pace)
-        } else {
-            Decision::Go { probe: false }
-        };
+    // A key's only user, as far as every answer shows, never waits to send while nothing is
+    // on the wire; more at once only as the spreading below allows (freely when the budget is
+    // ample), because a 429 the budget did not foretell lands on every request on the wire.
+    if view.alone && in_flight == 0 {
+        return Decision::Go { probe: false };
     }
     // This instance's share of what is left, in flight at once.
     if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.fleet {
