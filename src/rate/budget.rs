@@ -5,8 +5,11 @@
 //! and a day may share. Nothing is assumed about a period no response has reported: once a
 //! window's reset has passed, its budget is unknown until a later response reports again.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
+use crate::clock;
 use crate::quota::Quota;
 
 /// Windows the service can report at once; the specification has two.
@@ -20,6 +23,10 @@ const UNMETERED_AFTER: u32 = 8;
 /// Reports in a row explained by this process's own requests after which a process that saw
 /// others spend the key takes itself to be alone again.
 const ALONE_AGAIN_AFTER: u32 = 8;
+
+/// How far past a window's end a 429 of that window can hold the key: the service rounds its
+/// `Retry-After` up to whole seconds.
+const RETRY_AFTER_ROUNDING: Duration = Duration::from_secs(1);
 
 /// The largest number of instances the fleet estimate believes in.
 const MAX_FLEET: f64 = 1_000.0;
@@ -86,7 +93,8 @@ pub(crate) enum Known {
 pub(crate) struct Budget {
     /// The least budget left in any window (before subtracting requests in flight).
     pub(crate) remaining: u64,
-    /// When the window that has the least left ends.
+    /// When the window that has the least left ends, and once others are seen spending the
+    /// key, when no 429 of it can still hold the key.
     pub(crate) reset_at: Instant,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`).
     pub(crate) zero_limit: bool,
@@ -242,7 +250,16 @@ impl Budgets {
     }
 
     pub(crate) fn known(&self, now: Instant) -> Known {
-        if self.windows.iter().any(|w| w.reset_at <= now) {
+        // Another instance's 429 near a window's end may tell the service to refuse the key
+        // until up to a second after it, as `Retry-After` is rounded up to whole seconds:
+        // instances that did not get it must not all probe into that second.
+        let grace = if self.alone {
+            Duration::ZERO
+        } else {
+            RETRY_AFTER_ROUNDING
+        };
+        let end = |w: &Window| clock::after_from(w.reset_at, grace);
+        if self.windows.iter().any(|w| end(w) <= now) {
             return Known::Unknown;
         }
         let Some(binding) = self
@@ -258,11 +275,11 @@ impl Budgets {
         };
         let mut windows = [(0, now); MAX_WINDOWS];
         for (slot, window) in windows.iter_mut().zip(&self.windows) {
-            *slot = (window.remaining, window.reset_at);
+            *slot = (window.remaining, end(window));
         }
         Known::Budget(Budget {
             remaining: binding.remaining,
-            reset_at: binding.reset_at,
+            reset_at: end(binding),
             zero_limit: self.windows.iter().any(|w| w.limit == 0),
             windows,
             count: self.windows.len(),
@@ -272,8 +289,6 @@ impl Budgets {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use chrono::DateTime;
 
     use super::*;
@@ -363,12 +378,12 @@ mod tests {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 1, 1_000), t0 + secs(30), t0, Own::default());
-        budgets.report(quota(1_000, 500, 9_000), t0 + secs(300), t0, Own::default());
+        budgets.report(quota(1_000, 999, 9_000), t0 + secs(300), t0, Own::default());
         budgets.spend_on_doubt();
         budgets.spend_on_doubt();
         let known = budget(&budgets, t0);
         assert_eq!(known.remaining, 0);
-        assert!(known.windows().contains(&(498, t0 + secs(300))));
+        assert!(known.windows().contains(&(997, t0 + secs(300))));
     }
 
     #[test]
@@ -435,10 +450,27 @@ mod tests {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         // Two backends behind one limiter, 2 s apart: the one ahead places the end early.
-        budgets.report(quota(60, 50, 1_000), t0 + secs(28), t0, Own::default());
-        budgets.report(quota(60, 49, 1_000), t0 + secs(30), t0, Own::default());
-        budgets.report(quota(60, 48, 1_000), t0 + secs(28), t0, Own::default());
+        budgets.report(quota(60, 50, 1_000), t0 + secs(28), t0, own(1, 1));
+        budgets.report(quota(60, 49, 1_000), t0 + secs(30), t0, own(2, 1));
+        budgets.report(quota(60, 48, 1_000), t0 + secs(28), t0, own(3, 1));
         assert_eq!(budget(&budgets, t0).reset_at, t0 + secs(30));
+    }
+
+    /// Found by the matrix's 32 independent instances: a 429 near a window's end told the
+    /// service to refuse the key until a second past it (`Retry-After` rounded up), and every
+    /// other instance, held until the end by the spent budget, probed into that second: a ban.
+    #[test]
+    fn once_others_are_seen_a_window_ends_a_second_late() {
+        let t0 = Instant::now();
+        let end = t0 + secs(30);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 50, 1_000), end, t0, own(1, 1));
+        assert_eq!(budget(&budgets, t0).reset_at, end, "alone: no grace");
+        budgets.report(quota(60, 40, 1_000), end, t0, own(2, 1));
+        assert!(!budgets.alone());
+        assert_eq!(budget(&budgets, t0).reset_at, end + RETRY_AFTER_ROUNDING);
+        assert!(matches!(budgets.known(end), Known::Budget(_)));
+        assert_eq!(budgets.known(end + RETRY_AFTER_ROUNDING), Known::Unknown);
     }
     fn own(sent: u64, in_flight: u64) -> Own {
         Own { sent, in_flight }
