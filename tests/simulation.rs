@@ -3,8 +3,8 @@
 //! most one request per instance inside any `Retry-After`, no call longer than a window plus
 //! `max_server_wait`, no panic, and the goodput floor the world's kind allows.
 //!
-//! - `cargo test --test simulation` runs the first `DEFAULT_WORLDS` seeds (300, about 45 s on
-//!   two cores).
+//! - `cargo test --test simulation` runs the first `DEFAULT_WORLDS` seeds (2,000, about two
+//!   minutes on two cores).
 //! - `SIM_WORLDS=100000 cargo test --release --test simulation` runs a soak by hand.
 //! - `SIM_SEED=1234 cargo test --test simulation` replays one world and prints its figures.
 //!
@@ -16,7 +16,7 @@ mod common;
 use common::matrix::{self, TABLE_HEADER};
 use common::simulation::world;
 
-const DEFAULT_WORLDS: u64 = 300;
+const DEFAULT_WORLDS: u64 = 2_000;
 /// The worlds run on this many threads, one test each.
 const PARTS: u64 = 2;
 
