@@ -93,11 +93,12 @@ pub(crate) enum Known {
 pub(crate) struct Budget {
     /// The least budget left in any window (before subtracting requests in flight).
     pub(crate) remaining: u64,
-    /// When the window that has the least left ends, and once others are seen spending the
-    /// key, when no 429 of it can still hold the key.
+    /// When the window that has the least left reopens (see [`reopens`](Self::reopens)).
     pub(crate) reset_at: Instant,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`).
     pub(crate) zero_limit: bool,
+    /// How long after its end a window reopens.
+    grace: Duration,
     /// Every window with its end, for pacing: `(remaining, reset_at)`.
     windows: [(u64, Instant); MAX_WINDOWS],
     count: usize,
@@ -107,6 +108,12 @@ impl Budget {
     /// Every window in force, as `(remaining, reset_at)`.
     pub(crate) fn windows(&self) -> &[(u64, Instant)] {
         &self.windows[..self.count]
+    }
+
+    /// When a window that ends at `reset_at` reopens: at its end for a key's only user, a
+    /// second later once others are seen. Its budget is spread up to its end.
+    pub(crate) fn reopens(&self, reset_at: Instant) -> Instant {
+        clock::after_from(reset_at, self.grace)
     }
 }
 
@@ -275,12 +282,13 @@ impl Budgets {
         };
         let mut windows = [(0, now); MAX_WINDOWS];
         for (slot, window) in windows.iter_mut().zip(&self.windows) {
-            *slot = (window.remaining, end(window));
+            *slot = (window.remaining, window.reset_at);
         }
         Known::Budget(Budget {
             remaining: binding.remaining,
             reset_at: end(binding),
             zero_limit: self.windows.iter().any(|w| w.limit == 0),
+            grace,
             windows,
             count: self.windows.len(),
         })

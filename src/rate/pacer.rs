@@ -105,7 +105,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
             .windows()
             .iter()
             .filter(|(remaining, _)| *remaining <= in_flight)
-            .map(|(_, reset_at)| *reset_at)
+            .map(|(_, reset_at)| budget.reopens(*reset_at))
             .max()
             .unwrap_or(budget.reset_at);
         return Decision::Until(reopens, Hold::Spent);
@@ -129,7 +129,12 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     let mut gap = Duration::ZERO;
     let mut first_reset = budget.reset_at;
     for &(remaining, reset_at) in budget.windows() {
-        first_reset = first_reset.min(reset_at);
+        let reopens = budget.reopens(reset_at);
+        if reset_at <= now {
+            // Ended but not reopened: another instance's 429 may still hold the key.
+            return Decision::Until(reopens, Hold::Pace);
+        }
+        first_reset = first_reset.min(reopens);
         let span = reset_at.saturating_duration_since(now).min(HORIZON);
         // `left + 1` intervals, so that the last request goes before the reset, not at it.
         let left = (remaining - in_flight) as f64;
@@ -288,6 +293,32 @@ mod tests {
                 Decision::ForResponse(Hold::Probe)
             );
         }
+    }
+
+    #[test]
+    fn once_others_are_seen_nothing_goes_in_the_second_after_a_window_ends() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let end = t0 + secs(30);
+        let mut seen = Budgets::default();
+        let reset = DateTime::from_timestamp(1_000, 0).unwrap();
+        let own = |sent| Own { sent, in_flight: 1 };
+        seen.report(Quota::new(60, 50, reset), end, t0, own(1));
+        seen.report(Quota::new(60, 29, reset), end, t0, own(2));
+        let mut view = view(&gate, &seen, t0);
+        view.last_admit = Some(t0);
+        view.fleet = 1.0;
+        // Spread up to the window's end, not to its reopening.
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Until(t0 + secs(1), Hold::Pace)
+        );
+        let in_between = end + Duration::from_millis(500);
+        view.known = seen.known(in_between);
+        assert_eq!(
+            decide(&view, Pacing::Shared, in_between),
+            Decision::Until(end + secs(1), Hold::Pace)
+        );
     }
 
     #[test]
