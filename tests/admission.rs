@@ -419,6 +419,53 @@ async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait(
     );
 }
 
+/// Found by an independent test (rate-core issue, failure 4): a call waiting for another
+/// call's answer, or in line behind it, armed no timer, and with `max_server_wait` at 2 s
+/// returned only when the slow probe was answered, 25 s later.
+#[tokio::test(start_paused = true)]
+async fn calls_waiting_behind_a_slow_probe_give_up_at_their_deadline() {
+    let sandbox = common::sandbox().await;
+    sandbox.inject(Fault::latency(Duration::from_secs(25)).times(1));
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+        .build()
+        .unwrap();
+    let probe = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().send().await }
+    });
+    tokio::task::yield_now().await;
+
+    let start = Instant::now();
+    let impatient = || {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let result = client
+                .list_pets()
+                .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(2)))
+                .send()
+                .await;
+            (result, Instant::now())
+        })
+    };
+    // The first waits for the probe's answer, the second in line behind it.
+    let waiting = [impatient(), impatient()];
+    for task in waiting {
+        let (result, ended) = task.await.unwrap();
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, Error::Throttled { .. }),
+            "expected the call to give up as held, got {error:?}"
+        );
+        assert_eq!(
+            ended - start,
+            Duration::from_secs(2),
+            "expected the call to give up at its 2 s max_server_wait"
+        );
+    }
+    probe.await.unwrap().unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(25));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_429_whose_body_is_cut_short_still_gets_its_wait() {
     let sandbox = common::sandbox().await;

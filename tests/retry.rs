@@ -9,6 +9,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
+use petstore_client::sandbox::{Fault, Plan};
 use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
@@ -489,18 +490,16 @@ async fn a_request_policy_overrides_the_client_policy() {
     );
 }
 
+/// Against the sandbox, which answers in this runtime: the clones wait for the probe's answer
+/// with a timer at their deadline, and under the paused clock a server on another thread
+/// (wiremock's) would let that timer fire before the answer came.
 #[tokio::test(start_paused = true)]
 async fn after_a_429_every_clone_waits_out_the_cooldown() {
-    let server = MockServer::start().await;
-    sequence(
-        &server,
-        "GET",
-        1,
-        status(429).insert_header("Retry-After", "30"),
-        ok(PETS),
-    )
-    .await;
-    let client = client(&server, RetryPolicy::none());
+    let sandbox = common::sandbox().await;
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+        .build()
+        .unwrap();
 
     let error = client.list_pets().send().await.unwrap_err();
     assert!(
@@ -517,7 +516,7 @@ async fn after_a_429_every_clone_waits_out_the_cooldown() {
         .collect();
     tokio::time::sleep(Duration::from_millis(29_999)).await;
     assert_eq!(
-        requests(&server).await,
+        sandbox.request_log().len(),
         1,
         "a request went out during the cooldown"
     );
@@ -531,7 +530,7 @@ async fn after_a_429_every_clone_waits_out_the_cooldown() {
         "expected the clones to wait out the 30 s cooldown"
     );
     assert_eq!(
-        requests(&server).await,
+        sandbox.request_log().len(),
         9,
         "expected the 429 and one request per clone"
     );

@@ -42,10 +42,7 @@ impl Line {
     }
 
     /// Waits for the first place in line. Fails with the hold of the request ahead when that
-    /// lasts past `give_up_at`.
-    ///
-    /// Arms no timer: under a paused clock (`start_paused`) a timer would fire while the
-    /// request ahead waits for a response on the wire.
+    /// lasts past `give_up_at`, or when `give_up_at` comes first.
     pub(super) async fn join(&self, give_up_at: Instant) -> Result<Turn<'_>, (Instant, Hold)> {
         // Nobody in line: the common case costs no registration.
         if let Ok(first) = self.turn.try_lock() {
@@ -55,14 +52,19 @@ impl Line {
         let mut ahead = self.ahead.subscribe();
         let mut turn = pin!(self.turn.lock());
         let mut held_too_long = pin!(ahead.wait_for(|(until, _)| *until > give_up_at));
+        let mut given_up = pin!(tokio::time::sleep_until(give_up_at));
         std::future::poll_fn(|cx| {
             if let Poll::Ready(first) = turn.as_mut().poll(cx) {
                 return Poll::Ready(Ok(self.turn_with(first)));
             }
-            match held_too_long.as_mut().poll(cx) {
-                Poll::Ready(Ok(held)) => Poll::Ready(Err(*held)),
-                _ => Poll::Pending,
+            if let Poll::Ready(Ok(held)) = held_too_long.as_mut().poll(cx) {
+                return Poll::Ready(Err(*held));
             }
+            if given_up.as_mut().poll(cx).is_ready() {
+                let (until, hold) = *self.ahead.borrow();
+                return Poll::Ready(Err((until.max(give_up_at), hold)));
+            }
+            Poll::Pending
         })
         .await
     }

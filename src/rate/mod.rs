@@ -208,11 +208,8 @@ impl RateLimiter {
     }
 
     /// Waits, first in first out, until a request may be sent. Fails with what holds it
-    /// ([`Held`]) at once when a hold would last past `give_up_at`, or when that
-    /// instant has passed by the time the request is first in line and must still wait.
-    ///
-    /// Only holds with a known end arm a timer: waiting in line or for a response arms none,
-    /// so that a paused clock (`start_paused`) does not jump over a response still on the wire.
+    /// ([`Held`]) at once when a hold would last past `give_up_at`, and at `give_up_at` when
+    /// the request is still waiting then: in line, for another request's answer, or out a hold.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
@@ -293,13 +290,9 @@ impl RateLimiter {
                 let wait = until.map(|until| until - now);
                 tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
             }
-            match until {
-                // Woken or timed out, either way: look again.
-                Some(until) => {
-                    let _ = tokio::time::timeout_at(until, changed).await;
-                }
-                None => changed.await,
-            }
+            // Woken or timed out, either way: look again.
+            let wake_at = until.map_or(give_up_at, |until| until.min(give_up_at));
+            let _ = tokio::time::timeout_at(wake_at, changed).await;
         }
     }
 
