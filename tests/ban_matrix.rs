@@ -56,6 +56,7 @@ fn cell(name: &str) -> Cell {
 const ONE_CELL_TESTS: &[&str] = &[
     SIXTEEN_INSTANCES,
     THIRTY_TWO_INSTANCES,
+    STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
     FIRST_BACKEND_AHEAD_1,
@@ -78,6 +79,7 @@ const ONE_CELL_TESTS: &[&str] = &[
 
 const SIXTEEN_INSTANCES: &str = "16 independent instances, 4 tasks each";
 const THIRTY_TWO_INSTANCES: &str = "32 independent instances, 4 tasks each";
+const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
 const FIRST_BACKEND_AHEAD_1: &str = "2 backends, the first 2 s ahead of the limiter, 1 instance";
@@ -130,6 +132,15 @@ async fn sixteen_independent_instances() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances() {
     check([cell(THIRTY_TWO_INSTANCES)]).await;
+}
+
+/// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
+/// paused one: the first instance, alone, spends the window at once without a 429, and every
+/// instance that starts after it meets the spent window with its first request.
+#[tokio::test(start_paused = true)]
+#[ignore = "fails today: the key is banned (86 requests, 26 × 429, 25 inside one Retry-After, an instance sent 2 of them, goodput 0.0%), as in the fleet run"]
+async fn sixteen_independent_instances_started_one_after_another() {
+    check([cell(STAGGERED_START)]).await;
 }
 
 #[tokio::test(start_paused = true)]

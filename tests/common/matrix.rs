@@ -99,6 +99,9 @@ pub struct Cell {
     /// where the count is not bounded (see `common::simulation`).
     pub extra_429s: Option<usize>,
     pub expect: Expect,
+    /// How long after the one before each instance starts calling, as processes started one
+    /// after another do.
+    pub start_gap: Duration,
 }
 
 impl Default for Cell {
@@ -128,6 +131,7 @@ impl Cell {
             plan_change: None,
             extra_429s: Some(0),
             expect: Expect::Goodput(if instances == 1 { 0.95 } else { 0.90 }),
+            start_gap: Duration::ZERO,
         }
     }
 }
@@ -236,9 +240,10 @@ pub fn cells() -> Vec<Cell> {
 }
 
 /// 16 and 32 independent instances on the Free plan's 60 a minute, four tasks each: fewer
-/// requests a minute than instances have tasks.
+/// requests a minute than instances have tasks; and 16 that start 5 ms apart on 10-second
+/// windows, as the processes of `examples/fleet.rs` do.
 fn many_instances_cells() -> Vec<Cell> {
-    [16, 32]
+    let mut cells: Vec<Cell> = [16, 32]
         .into_iter()
         .map(|instances| Cell {
             tasks: 4,
@@ -247,7 +252,18 @@ fn many_instances_cells() -> Vec<Cell> {
                 instances,
             )
         })
-        .collect()
+        .collect();
+    cells.push(Cell {
+        tasks: 4,
+        minute: 10,
+        windows: 6,
+        start_gap: Duration::from_millis(5),
+        ..Cell::new(
+            "16 independent instances started 5 ms apart, 10 s windows",
+            16,
+        )
+    });
+    cells
 }
 
 /// Two backends 2 s apart behind one limiter, in each order, and one behind: a backend ahead
@@ -540,7 +556,9 @@ pub async fn run(cell: &Cell) -> Figures {
             let client = client.clone();
             let cancel_half = cell.cancel_half;
             let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((i * cell.tasks + t) as u64 + 1));
+            let starts_at = Instant::now() + cell.start_gap * i as u32;
             tasks.push(tokio::spawn(async move {
+                tokio::time::sleep_until(starts_at).await;
                 let mut outcomes = Vec::new();
                 while Instant::now() < deadline {
                     let start = Instant::now();

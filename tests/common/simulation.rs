@@ -2,7 +2,8 @@
 //! share the key and how, the plan and its windows, the sandbox's clock offset, how it shows the
 //! quota, latency, injected 429s and 503s with every form of `Retry-After`, cancellations,
 //! backends whose clocks disagree behind the one limiter, a step of the service's clock, a plan
-//! change), run by the scenario matrix's runner (`matrix::run`) and checked by its invariants.
+//! change, instances that start one after another), run by the scenario matrix's runner
+//! (`matrix::run`) and checked by its invariants.
 //!
 //! `SIM_MAX_INSTANCES` (default [`DEFAULT_MAX_INSTANCES`]) caps the independent instances of
 //! a world; above 8, worlds of 16 and 32 independent instances are drawn too, only of the kinds
@@ -196,6 +197,13 @@ pub fn world(seed: u64) -> Cell {
             ", plan {} → {per_minute}/min at {:.3} s",
             cell.per_minute,
             after.as_secs_f64()
+        ));
+    }
+    if rng.chance(0.2) {
+        cell.start_gap = Duration::from_millis(1 + rng.below(2_000));
+        cell.name.push_str(&format!(
+            ", instances start {} ms apart",
+            cell.start_gap.as_millis()
         ));
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
