@@ -86,9 +86,12 @@
 //! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*`),
 //!    never assuming a window's budget before a response of that window reported it; by
 //!    default ([`Pacing::Shared`]) never held while none of its requests is on the wire, as
-//!    long as the budget falls by no more than this process's own requests explain, and
-//!    spread over the window once others on other processes or hosts are seen spending the
-//!    key (up to eight such instances are shown safe; more need the Redis state);
+//!    long as the budget falls by no more than this process's own requests explain (save the
+//!    last fifth of a window that ends within a minute, spread over the time left so that a
+//!    process starting later does not meet it spent), and spread over the window once others
+//!    on other processes or hosts are seen spending the key (the scenario matrix shows 16 and
+//!    32 independent instances safe, the simulation explorer up to eight in every world it
+//!    draws; for more, use the Redis state);
 //! 5. counts a request that may have reached the service (cancelled, timed out) as spent;
 //! 6. fails at once with a rate-limited error ([`Error::Throttled`]) when a call would wait for
 //!    the rate limit longer than [`RetryPolicy::max_server_wait`] (120 s by default) in all,

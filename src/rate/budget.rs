@@ -28,6 +28,17 @@ const ALONE_AGAIN_AFTER: u32 = 8;
 /// `Retry-After` up to whole seconds.
 const RETRY_AFTER_ROUNDING: Duration = Duration::from_secs(1);
 
+/// The share of a window's limit kept from a burst while the window ends within
+/// [`RESERVE_WITHIN`]: one part in this many, a fifth. A process alone on its key that spent a
+/// short window at once would leave nothing for the first request of a process starting after
+/// it, and each such request would meet a 429 and strike toward a ban (a tenth still let 9 of
+/// 16 processes started 5 ms apart call into one cooldown, one short of the sandbox's ban).
+pub(super) const RESERVE_SHARE: u64 = 5;
+
+/// How soon a window must end for its last fifth to be kept in reserve: a minute, so that a
+/// day's budget is never held back.
+pub(super) const RESERVE_WITHIN: Duration = Duration::from_secs(60);
+
 /// The largest number of instances the fleet estimate believes in.
 const MAX_FLEET: f64 = 1_000.0;
 
@@ -97,6 +108,8 @@ pub(crate) struct Budget {
     pub(crate) reset_at: Instant,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`).
     pub(crate) zero_limit: bool,
+    /// The limit of the window that has the least left.
+    pub(crate) limit: u64,
     /// How long after its end a window reopens.
     grace: Duration,
     /// Every window with its end, for pacing: `(remaining, reset_at)`.
@@ -207,8 +220,16 @@ impl Budgets {
                 // is larger than this process's own. Half a window spent or more is a long
                 // window's past (a day that binds late), and a new process cannot tell others
                 // from its own earlier runs: both stay as they were until the next answer
-                // tells.
-                if watched && spent_before > own_most && spent_before <= quota.limit / 2 {
+                // tells, unless a short window is down to its reserve. Then a new process
+                // takes the spend for others' too, since more processes starting like it
+                // would each spend a request of the reserve before any answer could tell.
+                let others_at_start = if watched {
+                    spent_before <= quota.limit / 2
+                } else {
+                    quota.remaining <= quota.limit / RESERVE_SHARE
+                        && reset_at.saturating_duration_since(at) <= RESERVE_WITHIN
+                };
+                if spent_before > own_most && others_at_start {
                     self.alone = false;
                     self.explained_in_a_row = 0;
                     let others_and_own = spent_before as f64 / own_most as f64;
@@ -288,6 +309,7 @@ impl Budgets {
             remaining: binding.remaining,
             reset_at: end(binding),
             zero_limit: self.windows.iter().any(|w| w.limit == 0),
+            limit: binding.limit,
             grace,
             windows,
             count: self.windows.len(),
@@ -368,7 +390,8 @@ mod tests {
     fn a_window_whose_period_ended_is_resolved_by_any_later_report() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
-        budgets.report(quota(20, 0, 1_000), t0 + secs(30), t0, Own::default());
+        budgets.report(quota(20, 19, 1_000), t0 + secs(30), t0, own(1, 1));
+        budgets.report(quota(20, 0, 1_000), t0 + secs(30), t0, own(20, 1));
         assert_eq!(budgets.known(t0 + secs(30)), Known::Unknown);
         // The day window binds in the new minute: the minute has at least as much left.
         budgets.report(
@@ -480,6 +503,26 @@ mod tests {
         assert!(matches!(budgets.known(end), Known::Budget(_)));
         assert_eq!(budgets.known(end + RETRY_AFTER_ROUNDING), Known::Unknown);
     }
+    /// Found by the matrix cell of 16 instances started 5 ms apart: each process that started
+    /// after the first met a window the first had spent alone, and took itself to be alone.
+    #[test]
+    fn a_new_process_that_finds_a_short_window_in_its_reserve_sees_others() {
+        let t0 = Instant::now();
+        let mut fresh = Budgets::default();
+        fresh.report(quota(60, 12, 1_000), t0 + secs(60), t0, own(1, 1));
+        assert!(!fresh.alone());
+        assert_eq!(fresh.fleet(), 48.0);
+        let mut ample = Budgets::default();
+        ample.report(quota(60, 13, 1_000), t0 + secs(60), t0, own(1, 1));
+        assert!(
+            ample.alone(),
+            "more than the reserve left: its own earlier runs, maybe"
+        );
+        let mut long = Budgets::default();
+        long.report(quota(60, 12, 1_000), t0 + secs(61), t0, own(1, 1));
+        assert!(long.alone(), "a window that ends later keeps no reserve");
+    }
+
     fn own(sent: u64, in_flight: u64) -> Own {
         Own { sent, in_flight }
     }

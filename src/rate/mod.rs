@@ -47,7 +47,7 @@ pub use redis::RedisState;
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, never held while none of its requests is on the wire, and more at once as the spreading allows; once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, never held while none of its requests is on the wire (save the last fifth of a window that ends within a minute, spread over the time left), and more at once as the spreading allows; once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
 /// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Pacing;
-use super::budget::Known;
+use super::budget::{Known, RESERVE_SHARE, RESERVE_WITHIN};
 use super::gate::Gate;
 
 /// The longest span over which a budget is spread: a day's budget is not rationed over the
@@ -116,7 +116,14 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     // A key's only user, as far as every answer shows, never waits to send while nothing is
     // on the wire; more at once only as the spreading below allows (freely when the budget is
     // ample), because a 429 the budget did not foretell lands on every request on the wire.
-    if view.alone && in_flight == 0 {
+    // The last fifth of a window that ends soon is spread like the rest, not spent at once,
+    // so that a process starting after this one does not meet a spent window.
+    let reserve = if budget.reset_at.saturating_duration_since(now) <= RESERVE_WITHIN {
+        budget.limit / RESERVE_SHARE
+    } else {
+        0
+    };
+    if view.alone && in_flight == 0 && budget.remaining > reserve {
         return Decision::Go { probe: false };
     }
     // This instance's share of what is left, in flight at once.
@@ -164,15 +171,21 @@ mod tests {
         Duration::from_secs(n)
     }
 
+    /// A window of 60 this process spent itself down to `remaining`, one request at a time.
     fn budgets(remaining: u64, reset_in: Duration, t0: Instant) -> Budgets {
         let mut budgets = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        budgets.report(
-            Quota::new(60, remaining, reset),
-            t0 + reset_in,
-            t0,
-            Own::default(),
-        );
+        let end = t0 + reset_in;
+        let first = Own {
+            sent: 1,
+            in_flight: 1,
+        };
+        budgets.report(Quota::new(60, 59, reset), end, t0, first);
+        let since = Own {
+            sent: 60 - remaining,
+            in_flight: 1,
+        };
+        budgets.report(Quota::new(60, remaining, reset), end, t0, since);
         budgets
     }
 
@@ -318,6 +331,33 @@ mod tests {
         assert_eq!(
             decide(&view, Pacing::Shared, in_between),
             Decision::Until(end + secs(1), Hold::Pace)
+        );
+    }
+
+    #[test]
+    fn a_keys_only_user_spreads_the_last_fifth_of_a_window_that_ends_soon() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let view = |remaining, reset_in| {
+            let known = budgets(remaining, reset_in, t0);
+            let mut view = view(&gate, &known, t0);
+            view.alone = known.alone();
+            view.last_admit = Some(t0);
+            view
+        };
+        assert_eq!(
+            decide(&view(13, secs(60)), Pacing::Shared, t0),
+            Decision::Go { probe: false }
+        );
+        assert_eq!(
+            decide(&view(11, secs(60)), Pacing::Shared, t0),
+            Decision::Until(t0 + secs(5), Hold::Pace),
+            "expected the reserve of 12 spread over the minute left"
+        );
+        assert_eq!(
+            decide(&view(11, secs(61)), Pacing::Shared, t0),
+            Decision::Go { probe: false },
+            "expected no reserve in a window that ends later than a minute from now"
         );
     }
 
