@@ -9,8 +9,8 @@ use http::HeaderValue;
 use url::{Host, Url};
 
 use crate::error::{Error, Result};
-use crate::quota::Quota;
-use crate::rate::{Fleet, Pacing, RateLimitScope, RateLimiter};
+use crate::headers::Quota;
+use crate::rate::{Pacing, RateLimitScope, RateLimiter, SharedStore};
 use crate::retry::RetryPolicy;
 
 /// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
@@ -171,7 +171,7 @@ pub struct PetStoreClientBuilder {
     retry: RetryPolicy,
     pacing: Pacing,
     rate_limit_scope: RateLimitScope,
-    fleet: Option<Arc<Fleet>>,
+    store: Option<Arc<SharedStore>>,
     max_response_body: usize,
     allow_insecure_http: bool,
 }
@@ -196,7 +196,7 @@ impl PetStoreClientBuilder {
             retry: RetryPolicy::default(),
             pacing: Pacing::default(),
             rate_limit_scope: RateLimitScope::default(),
-            fleet: None,
+            store: None,
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             allow_insecure_http: false,
         }
@@ -319,7 +319,7 @@ impl PetStoreClientBuilder {
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn shared_state(mut self, state: crate::RedisState) -> Self {
-        self.fleet = Some(state.fleet());
+        self.store = Some(state.store());
         self
     }
 
@@ -383,7 +383,7 @@ impl PetStoreClientBuilder {
             self.pacing,
             &base_url,
             key.unwrap_or_default(),
-            self.fleet.clone(),
+            self.store.clone(),
         );
         let pets_url = base_url
             .join("pets")
@@ -502,7 +502,7 @@ impl fmt::Debug for PetStoreClientBuilder {
             .field("retry", &self.retry)
             .field("pacing", &self.pacing)
             .field("rate_limit_scope", &self.rate_limit_scope)
-            .field("shared_state", &self.fleet)
+            .field("shared_state", &self.store)
             .field("max_response_body", &self.max_response_body)
             .field("allow_insecure_http", &self.allow_insecure_http)
             .finish()

@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde::Deserialize;
 
-use crate::quota::Quota;
+use crate::headers::Quota;
 
 /// A `Result` whose error defaults to this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -14,8 +14,8 @@ use url::Url;
 
 use crate::client::PetStoreClient;
 use crate::clock;
-use crate::deprecation::Deprecation;
 use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind, snippet};
+use crate::headers::Deprecation;
 use crate::rate::{HeadReport, Held, Permit};
 use crate::response::Response;
 use crate::retry::{Action, RetryPolicy, classify_failure, classify_status};
@@ -223,7 +223,9 @@ impl PetStoreClient {
             };
             let status = response.status();
             let report = permit
-                .at_head(status, response.headers(), Instant::now(), policy)
+                .at_head(status, response.headers(), Instant::now(), &|n| {
+                    policy.step(n)
+                })
                 .await;
             let headers = std::mem::take(response.headers_mut());
             let (body, truncated) = if status.is_success() {

@@ -133,13 +133,14 @@
 
 mod client;
 mod clock;
-mod deprecation;
 mod error;
+mod headers;
 mod http;
 mod models;
 mod pets;
-mod quota;
 mod rate;
+#[cfg(feature = "redis")]
+mod redis_state;
 mod request;
 mod response;
 mod retry;
@@ -151,15 +152,14 @@ pub mod sandbox;
 /// (`http::StatusCode`, which reqwest uses too).
 pub use ::http::StatusCode;
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
-pub use deprecation::Deprecation;
 pub use error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
+pub use headers::{Deprecation, Quota};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
 pub use pets::{CreatePet, GetPet, ListPets};
-pub use quota::Quota;
+pub use rate::{Pacing, RateLimitScope};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use rate::RedisState;
-pub use rate::{Pacing, RateLimitScope};
+pub use redis_state::RedisState;
 pub use request::RawRequest;
 /// The `reqwest` this crate sends requests with (0.13), re-exported so that a
 /// [`PetStoreClientBuilder::http_client`] is built with the same version. It is a public
@@ -203,12 +203,12 @@ pub mod __private {
             tokio::time::Instant::now(),
             &crate::clock::Clock::new(),
         );
-        let quota = crate::quota::Quota::read(&map, &server).quota();
-        let retry_after = crate::quota::retry_after(&map, &server);
+        let quota = crate::headers::Quota::read(&map, &server).quota();
+        let retry_after = crate::headers::retry_after(&map, &server);
         if let Some(quota) = quota {
             let _ = server.instant_of(quota.reset.timestamp());
         }
-        let _ = crate::deprecation::Deprecation::from_headers(&map);
+        let _ = crate::headers::Deprecation::from_headers(&map);
         let _ = crate::error::ApiError::from_response(
             ::http::StatusCode::TOO_MANY_REQUESTS,
             headers,
@@ -303,7 +303,9 @@ pub mod __private {
                     }
                 }
                 let report = permit
-                    .at_head(status, &map, tokio::time::Instant::now(), &policy)
+                    .at_head(status, &map, tokio::time::Instant::now(), &|n| {
+                        policy.step(n)
+                    })
                     .await;
                 run.heads.push(HeadTaken {
                     quota: report.quota,

@@ -2,8 +2,8 @@
 
 use http::{HeaderMap, StatusCode};
 
-use crate::deprecation::Deprecation;
-use crate::quota::Quota;
+use crate::headers::Deprecation;
+use crate::headers::Quota;
 
 /// A call's decoded value together with the response's metadata: status, headers, the
 /// rate-limit [`Quota`], and any [`Deprecation`] notice.

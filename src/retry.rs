@@ -7,7 +7,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use http::{Method, StatusCode};
 
 use crate::error::{Error, is_transient_status};
-use crate::quota::Quota;
+use crate::headers::{Quiet, Quota};
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
 /// service asks for.
@@ -158,21 +158,29 @@ impl RetryPolicy {
         self.max_server_wait
     }
 
-    /// The un-jittered exponential delay after `n` failures in a row (`n` from 0), capped by
-    /// `max_delay`.
+    /// The un-jittered delay after `n` failures in a row (`n` from 0): the cooldown's backoff
+    /// when the service asks for quiet again and again. It stops growing after
+    /// [`STEPS_COUNTED`] failures, long after the default reaches `max_delay`.
     pub(crate) fn step(&self, n: u32) -> Duration {
-        let growth = f64::from(self.factor).powi(i32::try_from(n).unwrap_or(i32::MAX));
-        Duration::try_from_secs_f64(self.initial_delay.as_secs_f64() * growth)
-            .unwrap_or(Duration::MAX)
-            .min(self.max_delay)
+        let n = usize::try_from(n.min(STEPS_COUNTED)).unwrap_or(0);
+        self.builder()
+            .without_max_times()
+            .build()
+            .nth(n)
+            .map_or(self.max_delay, |delay| delay.min(self.max_delay))
+    }
+
+    fn builder(&self) -> ExponentialBuilder {
+        ExponentialBuilder::new()
+            .with_min_delay(self.initial_delay)
+            .with_factor(self.factor)
+            .with_max_delay(self.max_delay)
     }
 
     /// The delays of one call's retries, in order; it ends after `max_retries` delays.
     pub(crate) fn schedule(&self) -> Schedule {
-        let mut builder = ExponentialBuilder::new()
-            .with_min_delay(self.initial_delay)
-            .with_factor(self.factor)
-            .with_max_delay(self.max_delay)
+        let mut builder = self
+            .builder()
             .with_max_times(usize::try_from(self.max_retries).unwrap_or(usize::MAX));
         if self.jitter {
             builder = builder.with_jitter();
@@ -183,6 +191,9 @@ impl RetryPolicy {
         }
     }
 }
+
+/// The failures in a row after which [`RetryPolicy::step`] stops growing.
+const STEPS_COUNTED: u32 = 64;
 
 /// The retry delays of one call.
 pub(crate) struct Schedule {
@@ -206,39 +217,6 @@ pub(crate) enum Action {
     Finish,
     /// Retry, after at least `floor` (the quiet the service asked for, if it did).
     Retry { floor: Duration },
-}
-
-/// The quiet a response asks of every request on the key, not just of its own call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Quiet {
-    /// A 429: over the rate limit.
-    RateLimited(Duration),
-    /// A 503 with `Retry-After`: the service is overloaded or down for a while.
-    Unavailable(Duration),
-}
-
-impl Quiet {
-    pub(crate) fn wait(self) -> Duration {
-        match self {
-            Self::RateLimited(wait) | Self::Unavailable(wait) => wait,
-        }
-    }
-}
-
-/// The least a 429 without a readable `Retry-After` waits.
-const RATE_LIMITED_FLOOR: Duration = Duration::from_secs(1);
-
-/// Whether a response closes the cooldown gate, and for at least how long: a 429 always (a
-/// service that bans keys for calling on after one must not see another request before the
-/// wait is over), a 503 when it says how long.
-pub(crate) fn quiet(status: StatusCode, retry_after: Option<Duration>) -> Option<Quiet> {
-    match status {
-        StatusCode::TOO_MANY_REQUESTS => Some(Quiet::RateLimited(
-            retry_after.unwrap_or(RATE_LIMITED_FLOOR),
-        )),
-        StatusCode::SERVICE_UNAVAILABLE => retry_after.map(Quiet::Unavailable),
-        _ => None,
-    }
 }
 
 /// Classifies a response status: 429 is safe to retry (the request was not processed), unless
@@ -332,25 +310,6 @@ mod tests {
         assert_eq!(policy.factor(), 1.0);
         assert!(policy.schedule().all(|d| d == secs(0.5)));
         assert_eq!(RetryPolicy::default().with_factor(f32::NAN).factor(), 1.0);
-    }
-
-    #[test]
-    fn a_429_always_asks_for_quiet_and_a_503_when_it_says_how_long() {
-        let three = Duration::from_secs(3);
-        let limited = StatusCode::TOO_MANY_REQUESTS;
-        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
-        assert_eq!(quiet(limited, Some(three)), Some(Quiet::RateLimited(three)));
-        assert_eq!(
-            quiet(limited, Some(Duration::ZERO)),
-            Some(Quiet::RateLimited(Duration::ZERO))
-        );
-        assert_eq!(quiet(limited, None), Some(Quiet::RateLimited(secs(1.0))));
-        assert_eq!(
-            quiet(unavailable, Some(three)),
-            Some(Quiet::Unavailable(three))
-        );
-        assert_eq!(quiet(unavailable, None), None);
-        assert_eq!(quiet(StatusCode::INTERNAL_SERVER_ERROR, Some(three)), None);
     }
 
     #[test]

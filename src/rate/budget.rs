@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::quota::Quota;
+use crate::headers::Quota;
 
 /// Windows the service can report at once; the specification has two.
 const MAX_WINDOWS: usize = 4;
@@ -40,7 +40,7 @@ pub(super) const RESERVE_SHARE: u64 = 5;
 pub(super) const RESERVE_WITHIN: Duration = Duration::from_secs(60);
 
 /// The largest number of instances the fleet estimate believes in.
-const MAX_FLEET: f64 = 1_000.0;
+const MAX_INSTANCES: f64 = 1_000.0;
 
 /// This process's own requests when a response arrived: how many it had admitted in all, and
 /// how many were in flight (the answered one included).
@@ -55,7 +55,7 @@ pub(crate) struct Budgets {
     windows: Vec<Window>,
     /// How many instances share the key, as this process reckons from the budget falling
     /// faster than its own requests explain; at least 1.
-    fleet: f64,
+    instances: f64,
     /// Every report so far is explained by this process's own requests: no other instance is
     /// seen spending the key.
     alone: bool,
@@ -134,7 +134,7 @@ impl Default for Budgets {
     fn default() -> Self {
         Self {
             windows: Vec::with_capacity(MAX_WINDOWS),
-            fleet: 1.0,
+            instances: 1.0,
             alone: true,
             explained_in_a_row: 0,
             watched: false,
@@ -176,7 +176,7 @@ impl Budgets {
                     .saturating_add(window.first_own.in_flight.saturating_sub(1));
                 let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
                 let answered = f64::from(window.reports - 1);
-                self.fleet = (others_and_own / answered).clamp(1.0, MAX_FLEET);
+                self.instances = (others_and_own / answered).clamp(1.0, MAX_INSTANCES);
                 // Others who spent the key once may only be waiting their turn: alone again
                 // only after many falls in a row that this process's requests explain.
                 if fallen > own_most {
@@ -187,7 +187,7 @@ impl Budgets {
                     self.alone |= self.explained_in_a_row >= ALONE_AGAIN_AFTER;
                 }
                 if self.alone {
-                    self.fleet = 1.0;
+                    self.instances = 1.0;
                 }
             }
             None => {
@@ -233,7 +233,7 @@ impl Budgets {
                     self.alone = false;
                     self.explained_in_a_row = 0;
                     let others_and_own = spent_before as f64 / own_most as f64;
-                    self.fleet = self.fleet.max(others_and_own).clamp(1.0, MAX_FLEET);
+                    self.instances = self.instances.max(others_and_own).clamp(1.0, MAX_INSTANCES);
                 }
             }
         }
@@ -273,8 +273,8 @@ impl Budgets {
     }
 
     /// How many instances this process reckons share the key.
-    pub(crate) fn fleet(&self) -> f64 {
-        self.fleet
+    pub(crate) fn instances(&self) -> f64 {
+        self.instances
     }
 
     pub(crate) fn known(&self, now: Instant) -> Known {
@@ -422,11 +422,11 @@ mod tests {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0, Own::default());
-        assert_eq!(budgets.fleet(), 1.0);
+        assert_eq!(budgets.instances(), 1.0);
         // Our next two requests saw the budget fall by 4 each: three others spend as much.
         budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0, Own::default());
         budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0, Own::default());
-        assert_eq!(budgets.fleet(), 4.0);
+        assert_eq!(budgets.instances(), 4.0);
         // Alone again in the next period.
         budgets.report(
             quota(60, 59, 1_060),
@@ -440,7 +440,7 @@ mod tests {
             t0 + secs(61),
             Own::default(),
         );
-        assert_eq!(budgets.fleet(), 1.0);
+        assert_eq!(budgets.instances(), 1.0);
     }
 
     #[test]
@@ -511,7 +511,7 @@ mod tests {
         let mut fresh = Budgets::default();
         fresh.report(quota(60, 12, 1_000), t0 + secs(60), t0, own(1, 1));
         assert!(!fresh.alone());
-        assert_eq!(fresh.fleet(), 48.0);
+        assert_eq!(fresh.instances(), 48.0);
         let mut ample = Budgets::default();
         ample.report(quota(60, 13, 1_000), t0 + secs(60), t0, own(1, 1));
         assert!(
@@ -538,7 +538,7 @@ mod tests {
         budgets.report(quota(60, 57, 1_000), end, t0, own(3, 2));
         budgets.report(quota(60, 58, 1_000), end, t0, own(3, 1));
         assert!(budgets.alone());
-        assert_eq!(budgets.fleet(), 1.0);
+        assert_eq!(budgets.instances(), 1.0);
     }
 
     #[test]
@@ -550,7 +550,7 @@ mod tests {
         // One more request of this process, and the budget fell by four.
         budgets.report(quota(60, 55, 1_000), end, t0, own(2, 1));
         assert!(!budgets.alone());
-        assert_eq!(budgets.fleet(), 4.0);
+        assert_eq!(budgets.instances(), 4.0);
     }
 
     #[test]
@@ -563,7 +563,7 @@ mod tests {
         let later = t0 + secs(61);
         budgets.report(quota(60, 55, 1_060), t0 + secs(120), later, own(3, 1));
         assert!(!budgets.alone());
-        assert_eq!(budgets.fleet(), 5.0);
+        assert_eq!(budgets.instances(), 5.0);
     }
 
     #[test]

@@ -7,10 +7,12 @@
 //! carries the generation it was admitted under, and the answer to a request sent before the
 //! last closing (a late 2xx) can neither open the gate nor reset the backoff.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::retry::{Quiet, RetryPolicy};
+use crate::headers::Quiet;
 
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
@@ -27,9 +29,9 @@ pub(crate) struct Gate {
 
 impl Gate {
     /// A response that arrived at `at` asked for quiet: close for the longer of what it asked
-    /// and the policy's backoff for this many strikes in a row.
-    pub(crate) fn close(&mut self, at: Instant, quiet: Quiet, policy: &RetryPolicy) {
-        let wait = quiet.wait().max(policy.step(self.strikes));
+    /// and `backoff` of the strikes in a row before it.
+    pub(crate) fn close(&mut self, at: Instant, quiet: Quiet, backoff: &dyn Fn(u32) -> Duration) {
+        let wait = quiet.wait().max(backoff(self.strikes));
         self.strikes = self.strikes.saturating_add(1);
         self.generation += 1;
         let until = clock::after_from(at, wait);
@@ -72,28 +74,30 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    /// The default retry policy's steps: 0.5 s, doubled each time, up to 8 s.
+    fn backoff(strikes: u32) -> Duration {
+        (Duration::from_millis(500) * 2u32.pow(strikes.min(4))).min(Duration::from_secs(8))
+    }
 
     #[test]
     fn each_quiet_response_in_a_row_closes_for_longer_never_below_what_was_asked() {
-        let policy = RetryPolicy::default();
         let t0 = Instant::now();
         let mut gate = Gate::default();
         let mut closed_for = Vec::new();
         for _ in 0..6 {
-            gate.close(t0, Quiet::RateLimited(Duration::ZERO), &policy);
+            gate.close(t0, Quiet::RateLimited(Duration::ZERO), &backoff);
             closed_for.push(gate.closed_until(t0).unwrap() - t0);
         }
         let secs = |s: f64| Duration::from_secs_f64(s);
         assert_eq!(closed_for, [0.5, 1.0, 2.0, 4.0, 8.0, 8.0].map(secs));
-        gate.close(t0, Quiet::RateLimited(Duration::from_secs(30)), &policy);
+        gate.close(t0, Quiet::RateLimited(Duration::from_secs(30)), &backoff);
         assert_eq!(gate.closed_until(t0), Some(t0 + Duration::from_secs(30)));
         assert!(gate.half_open());
         gate.open(gate.generation());
         assert!(!gate.half_open());
-        gate.close(t0, Quiet::Unavailable(Duration::ZERO), &policy);
+        gate.close(t0, Quiet::Unavailable(Duration::ZERO), &backoff);
         assert_eq!(
             gate.closed_until(t0),
             Some(t0 + Duration::from_secs(30)),
@@ -107,19 +111,18 @@ mod tests {
 
     #[test]
     fn only_an_answer_to_a_request_sent_after_the_closing_opens_the_gate() {
-        let policy = RetryPolicy::default();
         let quiet = Quiet::RateLimited(Duration::ZERO);
         let t0 = Instant::now();
         let mut gate = Gate::default();
         let sent_before = gate.generation();
-        gate.close(t0, quiet, &policy);
-        gate.close(t0, quiet, &policy);
+        gate.close(t0, quiet, &backoff);
+        gate.close(t0, quiet, &backoff);
         gate.open(sent_before);
         assert!(
             gate.half_open(),
             "an answer to a request sent before the 429s skipped the probe"
         );
-        gate.close(t0, quiet, &policy);
+        gate.close(t0, quiet, &backoff);
         assert_eq!(
             gate.closed_until(t0),
             Some(t0 + Duration::from_secs(2)),
@@ -128,7 +131,7 @@ mod tests {
         gate.open(gate.generation());
         assert!(!gate.half_open(), "an answer to the probe opens the gate");
         let later = t0 + Duration::from_secs(10);
-        gate.close(later, quiet, &policy);
+        gate.close(later, quiet, &backoff);
         assert_eq!(
             gate.closed_until(later),
             Some(later + Duration::from_millis(500)),

@@ -1,21 +1,25 @@
 //! The rate discipline: every request of every client on one key waits here until the service's
 //! rate limits allow it, and every response head reports back here.
 //!
-//! One idea per file: [`budget`] keeps
-//! the budgets of the windows the headers report; [`gate`] is the cooldown after a response
-//! that asks for quiet; [`pacer`] decides whether a request may go; [`line`] keeps held
-//! requests first in first out; [`registry`] gives every client of one key in a process the
-//! same state. The request path sees only [`RateLimiter`]
-//! and its [`Permit`].
+//! One idea per file: [`budget`] keeps the budgets of the windows the headers report; [`gate`]
+//! is the cooldown after a response that asks for quiet; [`pacer`] decides whether a request
+//! may go; [`line`](mod@line) keeps held requests first in first out; [`registry`] gives
+//! every client of one key in a process the same state; [`store`] is the state a fleet shares
+//! (in Redis, with the `redis` feature). The request path sees only [`RateLimiter`] and its
+//! [`Permit`].
+//!
+//! This module reads response heads through `headers` and time through `clock`, and imports
+//! nothing else of the crate: it says why a request is held ([`Held`]), and `http` makes
+//! that an error. The backoff of its cooldown comes from the caller, as a function.
 
 mod budget;
-mod fleet;
 mod gate;
 mod line;
 mod pacer;
 #[cfg(feature = "redis")]
 mod redis;
 mod registry;
+mod store;
 
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,16 +32,15 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::clock::{self, Clock, ServerClock};
-use crate::quota::{self, Quota, QuotaReading};
-use crate::retry::{self, Quiet, RetryPolicy};
+use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
-pub(crate) use fleet::Fleet;
-use fleet::{Admission, Outcome, Verdict, WindowReport};
 use gate::Gate;
 use line::Line;
-use pacer::{Decision, Hold, View};
+use pacer::{Decision, Hold, View, Wire};
 #[cfg(feature = "redis")]
-pub use redis::RedisState;
+pub(crate) use redis::store as redis_store;
+pub(crate) use store::SharedStore;
+use store::{Admission, Exchange, Outcome, Verdict, WindowReport};
 
 /// How a client spends the rate-limit budget the service reports.
 ///
@@ -106,28 +109,19 @@ pub(crate) struct Shared {
     clock: Clock,
 }
 
+/// One key's state in this process, by concern.
 #[derive(Debug, Default)]
 struct State {
     gate: Gate,
     budgets: Budgets,
-    in_flight: u64,
-    /// Requests admitted in all.
-    sent: u64,
-    probe_in_flight: bool,
-    last_admit: Option<Instant>,
+    wire: Wire,
+    server_clock: ServerClock,
     /// The lowest `remaining` of the newest period any response reported.
     latest: Option<Quota>,
+    store: Exchange,
     /// The first in line is waiting for a change (its last decision was a hold).
     front_waiting: bool,
     warned_not_sole: bool,
-    /// Held by the fleet's shared state until then.
-    remote: Option<(Instant, Hold)>,
-    /// Reports for the fleet's shared state, sent along with the next admission.
-    pending: Vec<WindowReport>,
-    /// The fleet's shared state answered the last admission: it meters the budget exactly,
-    /// so this process need not guess how many others spend it.
-    fleet_live: bool,
-    server_clock: ServerClock,
 }
 
 impl Shared {
@@ -165,19 +159,16 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct RateLimiter {
     shared: Arc<Shared>,
     pacing: Pacing,
-    fleet: Option<FleetLink>,
+    store: Option<StoreLink>,
 }
 
 /// The state the fleet shares for this client's key.
 #[derive(Debug)]
-struct FleetLink {
-    fleet: Arc<Fleet>,
+struct StoreLink {
+    store: Arc<SharedStore>,
     /// The key's state in the store.
     name: String,
 }
-
-/// The most window reports kept for the next admission; the specification has two windows.
-const MAX_PENDING: usize = 4;
 
 impl RateLimiter {
     pub(crate) fn new(
@@ -185,20 +176,20 @@ impl RateLimiter {
         pacing: Pacing,
         base_url: &Url,
         key: &str,
-        fleet: Option<Arc<Fleet>>,
+        store: Option<Arc<SharedStore>>,
     ) -> Self {
         let shared = match scope {
             RateLimitScope::Process => registry::shared(base_url, key, Shared::new),
             RateLimitScope::Client => Arc::new(Shared::new()),
         };
-        let fleet = fleet.map(|fleet| FleetLink {
-            name: fleet.name(base_url, key),
-            fleet,
+        let store = store.map(|store| StoreLink {
+            name: store.name(base_url, key),
+            store,
         });
         Self {
             shared,
             pacing,
-            fleet,
+            store,
         }
     }
 
@@ -234,13 +225,10 @@ impl RateLimiter {
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
                 match decision {
                     Decision::Go { probe } => {
-                        state.in_flight += 1;
-                        state.sent += 1;
-                        state.probe_in_flight |= probe;
-                        state.last_admit = Some(now);
-                        let (pending, metered) = match self.fleet {
+                        state.wire.admit(now, probe);
+                        let (pending, metered) = match self.store {
                             Some(_) => (
-                                std::mem::take(&mut state.pending),
+                                std::mem::take(&mut state.store.pending),
                                 self.pacing != Pacing::Off
                                     && state.budgets.known(now) != Known::Unmetered,
                             ),
@@ -251,8 +239,8 @@ impl RateLimiter {
                             pacing: self.pacing,
                             generation: state.gate.generation(),
                             probe,
-                            fleet: self.fleet.as_ref(),
-                            fleet_probe: false,
+                            store: self.store.as_ref(),
+                            store_probe: false,
                             admitted: 0,
                             settled: false,
                         };
@@ -263,7 +251,7 @@ impl RateLimiter {
             };
             let decision = match decision {
                 Ok((permit, pending, metered)) => {
-                    match self.ask_fleet(permit, &pending, metered).await {
+                    match self.ask_store(permit, &pending, metered).await {
                         Ok(permit) => return Ok(permit),
                         Err(()) => continue,
                     }
@@ -298,33 +286,33 @@ impl RateLimiter {
 
     /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
     /// `Err` if the fleet holds it (the process then holds every request as long).
-    async fn ask_fleet<'a>(
+    async fn ask_store<'a>(
         &'a self,
         mut permit: Permit<'a>,
         pending: &[WindowReport],
         metered: bool,
     ) -> Result<Permit<'a>, ()> {
-        let Some(link) = &self.fleet else {
+        let Some(link) = &self.store else {
             return Ok(permit);
         };
         let admission = Admission {
             reports: pending,
             metered,
         };
-        let verdict = link.fleet.admit(&link.name, admission).await;
-        self.shared.lock().fleet_live = verdict.is_some();
+        let verdict = link.store.admit(&link.name, admission).await;
+        self.shared.lock().store.live = verdict.is_some();
         match verdict {
             // Without an answer the process's own discipline decides alone.
             None => Ok(permit),
             Some(Verdict::Go { probe, admitted }) => {
-                permit.fleet_probe = probe;
+                permit.store_probe = probe;
                 permit.admitted = admitted;
                 Ok(permit)
             }
             Some(Verdict::Hold(wait, hold)) => {
                 // Another instance's probe normally answers within milliseconds.
                 let wait = match hold {
-                    Hold::Probe => wait.min(fleet::PROBE_POLL),
+                    Hold::Probe => wait.min(store::PROBE_POLL),
                     _ => wait,
                 };
                 permit.withdraw(clock::after(wait), hold);
@@ -372,17 +360,15 @@ impl State {
     fn decide(&self, pacing: Pacing, now: Instant) -> Decision {
         let view = View {
             gate: &self.gate,
-            remote: self.remote.filter(|(until, _)| *until > now),
+            remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            fleet: if self.fleet_live {
+            instances: if self.store.live {
                 1.0
             } else {
-                self.budgets.fleet()
+                self.budgets.instances()
             },
             alone: self.budgets.alone(),
-            in_flight: self.in_flight,
-            probe_in_flight: self.probe_in_flight,
-            last_admit: self.last_admit,
+            wire: self.wire,
         };
         pacer::decide(&view, pacing, now)
     }
@@ -422,10 +408,10 @@ pub(crate) struct Permit<'a> {
     /// after the gate last closed may open it.
     generation: u64,
     probe: bool,
-    fleet: Option<&'a FleetLink>,
+    store: Option<&'a StoreLink>,
     /// The fleet admitted this request to find out a period it does not know: the others
     /// wait for its report.
-    fleet_probe: bool,
+    store_probe: bool,
     /// The fleet's number for this admission.
     admitted: u64,
     settled: bool,
@@ -433,7 +419,8 @@ pub(crate) struct Permit<'a> {
 
 impl Permit<'_> {
     /// The response head arrived at `at`: read the service's clock, quota and `Retry-After`,
-    /// close the gate if the response asks for quiet, then let held requests look again. The
+    /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
+    /// responses in a row before it), then let held requests look again. The
     /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
     /// probe), otherwise with this process's next admission.
     pub(crate) async fn at_head(
@@ -441,12 +428,12 @@ impl Permit<'_> {
         status: StatusCode,
         headers: &HeaderMap,
         at: Instant,
-        policy: &RetryPolicy,
+        backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> HeadReport {
-        let fleet = self.fleet;
-        let (head, tell) = self.settle(status, headers, at, policy);
-        if let (Some(link), Some((report, outcome))) = (fleet, tell) {
-            link.fleet
+        let store = self.store;
+        let (head, tell) = self.settle(status, headers, at, backoff);
+        if let (Some(link), Some((report, outcome))) = (store, tell) {
+            link.store
                 .report(&link.name, report.as_slice(), outcome)
                 .await;
         }
@@ -459,7 +446,7 @@ impl Permit<'_> {
         status: StatusCode,
         headers: &HeaderMap,
         at: Instant,
-        policy: &RetryPolicy,
+        backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
         let mut report = None;
@@ -470,22 +457,22 @@ impl Permit<'_> {
             let reading = Quota::read(headers, &server);
             let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
-                quota::retry_after(headers, &server)
+                headers::retry_after(headers, &server)
             } else {
                 None
             };
-            let quiet = retry::quiet(status, retry_after);
-            let urgent = self.fleet.is_some() && (self.fleet_probe || quiet.is_some());
+            let quiet = headers::quiet(status, retry_after);
+            let urgent = self.store.is_some() && (self.store_probe || quiet.is_some());
             match reading {
                 QuotaReading::Read(quota) => {
                     let reset_at = server.instant_of(quota.reset.timestamp());
                     let own = Own {
-                        sent: state.sent,
-                        in_flight: state.in_flight,
+                        sent: state.wire.sent,
+                        in_flight: state.wire.in_flight,
                     };
                     state.budgets.report(quota, reset_at, at, own);
                     state.remember(quota);
-                    if self.fleet.is_some() && reset_at > at {
+                    if self.store.is_some() && reset_at > at {
                         let window = WindowReport {
                             limit: quota.limit,
                             remaining: quota.remaining,
@@ -496,7 +483,7 @@ impl Permit<'_> {
                         if urgent {
                             report = Some(window);
                         } else {
-                            queue(&mut state.pending, window);
+                            state.store.queue(window);
                         }
                     }
                 }
@@ -511,12 +498,14 @@ impl Permit<'_> {
             // slips through between the two.
             match quiet {
                 Some(quiet) => {
-                    state.gate.close(at, quiet, policy);
+                    state.gate.close(at, quiet, backoff);
                     quiet_until = state.gate.closed_until(at);
                 }
                 None => state.gate.open(self.generation),
             }
-            if self.pacing == Pacing::Sole && !state.warned_not_sole && state.budgets.fleet() >= 2.0
+            if self.pacing == Pacing::Sole
+                && !state.warned_not_sole
+                && state.budgets.instances() >= 2.0
             {
                 state.warned_not_sole = true;
                 tracing::warn!(
@@ -548,7 +537,7 @@ impl Permit<'_> {
         let shared = self.shared;
         let wake = {
             let mut state = shared.lock();
-            state.remote = Some((until, hold));
+            state.store.remote = Some((until, hold));
             self.release(&mut state)
         };
         shared.wake(wake);
@@ -564,37 +553,8 @@ impl Permit<'_> {
     /// Stops counting the request in flight; whether the first in line waits to hear of it.
     fn release(&mut self, state: &mut State) -> bool {
         self.settled = true;
-        state.in_flight -= 1;
-        if self.probe {
-            state.probe_in_flight = false;
-        }
+        state.wire.release(self.probe);
         state.front_waiting
-    }
-}
-
-/// Keeps the newest and lowest report of each window for the next admission.
-fn queue(pending: &mut Vec<WindowReport>, report: WindowReport) {
-    match pending.iter_mut().find(|w| w.period == report.period) {
-        Some(window) => {
-            // The store takes off the admissions after each report's own: of two answers
-            // numbered by it, the lower sum says less is left. The service's numbers can be
-            // anything: the sums saturate.
-            let lower = if window.admitted > 0 && report.admitted > 0 {
-                report.remaining.saturating_add(report.admitted)
-                    < window.remaining.saturating_add(window.admitted)
-            } else {
-                report.remaining < window.remaining
-            };
-            if lower {
-                *window = report;
-            }
-        }
-        None => {
-            if pending.len() == MAX_PENDING {
-                pending.remove(0);
-            }
-            pending.push(report);
-        }
     }
 }
 
@@ -610,35 +570,5 @@ impl Drop for Permit<'_> {
             self.release(&mut state)
         };
         shared.wake(wake);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(remaining: u64, admitted: u64) -> WindowReport {
-        WindowReport {
-            limit: u64::MAX,
-            remaining,
-            period: 1_000,
-            ends_at: Instant::now(),
-            admitted,
-        }
-    }
-
-    /// Found by an independent test (rate-core issue, failure 5): `remaining + admitted`
-    /// overflowed on an "unlimited" `X-RateLimit-Remaining`, a panic in a debug build.
-    #[test]
-    fn reports_of_any_size_are_queued_without_overflow() {
-        let mut pending = Vec::new();
-        queue(&mut pending, report(u64::MAX, 5));
-        queue(&mut pending, report(u64::MAX - 1, 7));
-        queue(&mut pending, report(3, 2));
-        assert_eq!(
-            pending.iter().map(|w| w.remaining).collect::<Vec<_>>(),
-            [3],
-            "expected one report of the period, the lowest"
-        );
     }
 }

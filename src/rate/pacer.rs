@@ -63,12 +63,37 @@ pub(crate) struct View<'a> {
     /// A hold the fleet's shared state asked for, while it lasts.
     pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
-    pub(crate) fleet: f64,
+    pub(crate) instances: f64,
     /// Every report is explained by this process's own requests.
     pub(crate) alone: bool,
+    pub(crate) wire: Wire,
+}
+
+/// The requests admitted to the wire whose answers are not in yet.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Wire {
     pub(crate) in_flight: u64,
-    pub(crate) probe_in_flight: bool,
+    /// Requests admitted in all.
+    pub(crate) sent: u64,
+    /// A probe is among them: nothing else goes until it is answered.
+    pub(crate) probe: bool,
     pub(crate) last_admit: Option<Instant>,
+}
+
+impl Wire {
+    pub(crate) fn admit(&mut self, now: Instant, probe: bool) {
+        self.in_flight += 1;
+        self.sent += 1;
+        self.probe |= probe;
+        self.last_admit = Some(now);
+    }
+
+    pub(crate) fn release(&mut self, probe: bool) {
+        self.in_flight -= 1;
+        if probe {
+            self.probe = false;
+        }
+    }
 }
 
 pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision {
@@ -87,7 +112,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         return Decision::Until(until, hold);
     }
     if view.gate.half_open() || (metered && view.known == Known::Unknown) {
-        return if view.probe_in_flight {
+        return if view.wire.probe {
             Decision::ForResponse(Hold::Probe)
         } else {
             Decision::Go { probe: true }
@@ -99,7 +124,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if !metered {
         return Decision::Go { probe: false };
     }
-    let in_flight = view.in_flight;
+    let in_flight = view.wire.in_flight;
     if budget.remaining <= in_flight {
         let reopens = budget
             .windows()
@@ -127,10 +152,10 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         return Decision::Go { probe: false };
     }
     // This instance's share of what is left, in flight at once.
-    if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.fleet {
+    if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.instances {
         return Decision::ForResponse(Hold::Pace);
     }
-    let Some(last) = view.last_admit else {
+    let Some(last) = view.wire.last_admit else {
         return Decision::Go { probe: false };
     };
     let mut gap = Duration::ZERO;
@@ -145,7 +170,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         let span = reset_at.saturating_duration_since(now).min(HORIZON);
         // `left + 1` intervals, so that the last request goes before the reset, not at it.
         let left = (remaining - in_flight) as f64;
-        gap = gap.max(span.mul_f64(view.fleet / (left + 1.0)));
+        gap = gap.max(span.mul_f64(view.instances / (left + 1.0)));
     }
     let next = last
         .checked_add(gap)
@@ -163,9 +188,8 @@ mod tests {
     use chrono::DateTime;
 
     use super::*;
-    use crate::quota::Quota;
+    use crate::headers::{Quiet, Quota};
     use crate::rate::budget::{Budgets, Own};
-    use crate::retry::{Quiet, RetryPolicy};
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
@@ -194,11 +218,9 @@ mod tests {
             gate,
             remote: None,
             known: budgets.known(now),
-            fleet: budgets.fleet(),
+            instances: budgets.instances(),
             alone: false,
-            in_flight: 0,
-            probe_in_flight: false,
-            last_admit: None,
+            wire: Wire::default(),
         }
     }
 
@@ -212,8 +234,8 @@ mod tests {
             decide(&view, Pacing::Shared, t0),
             Decision::Go { probe: true }
         );
-        view.probe_in_flight = true;
-        view.in_flight = 1;
+        view.wire.probe = true;
+        view.wire.in_flight = 1;
         assert_eq!(
             decide(&view, Pacing::Sole, t0),
             Decision::ForResponse(Hold::Probe)
@@ -230,7 +252,7 @@ mod tests {
         let gate = Gate::default();
         let known = budgets(29, secs(60), t0);
         let mut view = view(&gate, &known, t0);
-        view.last_admit = Some(t0);
+        view.wire.last_admit = Some(t0);
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
             Decision::Until(t0 + secs(2), Hold::Pace)
@@ -239,13 +261,13 @@ mod tests {
             decide(&view, Pacing::Sole, t0),
             Decision::Go { probe: false }
         );
-        view.fleet = 3.0;
+        view.instances = 3.0;
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
             Decision::Until(t0 + secs(6), Hold::Pace)
         );
         // A share smaller than one request waits for the window to end.
-        view.fleet = 100.0;
+        view.instances = 100.0;
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
             Decision::Until(t0 + secs(60), Hold::Pace)
@@ -258,14 +280,14 @@ mod tests {
         let gate = Gate::default();
         let known = budgets(2, secs(40), t0);
         let mut view = view(&gate, &known, t0);
-        view.in_flight = 2;
+        view.wire.in_flight = 2;
         for pacing in [Pacing::Shared, Pacing::Sole] {
             assert_eq!(
                 decide(&view, pacing, t0),
                 Decision::Until(t0 + secs(40), Hold::Spent)
             );
         }
-        view.in_flight = 1;
+        view.wire.in_flight = 1;
         assert_eq!(
             decide(&view, Pacing::Sole, t0),
             Decision::Go { probe: false }
@@ -275,7 +297,7 @@ mod tests {
             Decision::Go { probe: false }
         );
         // Two instances share the key: one request in flight is this one's share of two.
-        view.fleet = 2.0;
+        view.instances = 2.0;
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
             Decision::ForResponse(Hold::Pace)
@@ -286,7 +308,7 @@ mod tests {
     fn the_gate_holds_every_mode_then_lets_one_probe_through() {
         let t0 = Instant::now();
         let mut gate = Gate::default();
-        gate.close(t0, Quiet::RateLimited(secs(30)), &RetryPolicy::default());
+        gate.close(t0, Quiet::RateLimited(secs(30)), &|_| secs(1));
         let known = budgets(50, secs(60), t0);
         for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
             let view = view(&gate, &known, t0);
@@ -300,7 +322,7 @@ mod tests {
                 ..view
             };
             assert_eq!(decide(&view, pacing, later), Decision::Go { probe: true });
-            view.probe_in_flight = true;
+            view.wire.probe = true;
             assert_eq!(
                 decide(&view, pacing, later),
                 Decision::ForResponse(Hold::Probe)
@@ -319,8 +341,8 @@ mod tests {
         seen.report(Quota::new(60, 50, reset), end, t0, own(1));
         seen.report(Quota::new(60, 29, reset), end, t0, own(2));
         let mut view = view(&gate, &seen, t0);
-        view.last_admit = Some(t0);
-        view.fleet = 1.0;
+        view.wire.last_admit = Some(t0);
+        view.instances = 1.0;
         // Spread up to the window's end, not to its reopening.
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
@@ -342,7 +364,7 @@ mod tests {
             let known = budgets(remaining, reset_in, t0);
             let mut view = view(&gate, &known, t0);
             view.alone = known.alone();
-            view.last_admit = Some(t0);
+            view.wire.last_admit = Some(t0);
             view
         };
         assert_eq!(

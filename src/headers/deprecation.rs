@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderName};
 
-use crate::quota::parse_digits;
+use super::parse_digits;
 
 const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
 const SUNSET: HeaderName = HeaderName::from_static("sunset");

@@ -1,7 +1,7 @@
 //! A rate-limit state shared by every instance on a key, across processes and hosts: the
 //! window budgets, spent before each request, and the cooldown.
 //!
-//! [`FleetStore`] is what a store provides; [`Fleet`] wraps one with the rule that a store is
+//! [`Store`] is what a store provides; [`SharedStore`] wraps one with the rule that a store is
 //! never a single point of failure: every operation has a short timeout, and while the store
 //! fails, calls go on under the process's own discipline (which always runs), with one `WARN`
 //! per outage and one try per [`RETRY_EVERY`] to find the store back. Without a store, the
@@ -73,6 +73,49 @@ pub(crate) enum Verdict {
     Hold(Duration, Hold),
 }
 
+/// What this process heard from the shared store and has yet to tell it.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    /// Held by the store until then.
+    pub(crate) remote: Option<(Instant, Hold)>,
+    /// Reports sent along with the next admission.
+    pub(crate) pending: Vec<WindowReport>,
+    /// The store answered the last admission: it meters the budget exactly, so this process
+    /// need not guess how many others spend it.
+    pub(crate) live: bool,
+}
+
+/// The most window reports kept for the next admission; the specification has two windows.
+const MAX_PENDING: usize = 4;
+
+impl Exchange {
+    /// Keeps the newest and lowest report of each window for the next admission.
+    pub(crate) fn queue(&mut self, report: WindowReport) {
+        match self.pending.iter_mut().find(|w| w.period == report.period) {
+            Some(window) => {
+                // The store takes off the admissions after each report's own: of two answers
+                // numbered by it, the lower sum says less is left. The service's numbers can be
+                // anything: the sums saturate.
+                let lower = if window.admitted > 0 && report.admitted > 0 {
+                    report.remaining.saturating_add(report.admitted)
+                        < window.remaining.saturating_add(window.admitted)
+                } else {
+                    report.remaining < window.remaining
+                };
+                if lower {
+                    *window = report;
+                }
+            }
+            None => {
+                if self.pending.len() == MAX_PENDING {
+                    self.pending.remove(0);
+                }
+                self.pending.push(report);
+            }
+        }
+    }
+}
+
 /// One admission as the store receives it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Admission<'a> {
@@ -84,7 +127,7 @@ pub(crate) struct Admission<'a> {
 }
 
 /// A store of the state shared by the fleet. Each operation is one round trip.
-pub(crate) trait FleetStore: Send + Sync + fmt::Debug {
+pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
     fn name(&self, base_url: &Url, api_key: &str) -> String;
 
@@ -106,8 +149,8 @@ pub(crate) trait FleetStore: Send + Sync + fmt::Debug {
 }
 
 /// A store, with its timeout and its health, shared by every client configured with it.
-pub(crate) struct Fleet {
-    store: Arc<dyn FleetStore>,
+pub(crate) struct SharedStore {
+    store: Arc<dyn Store>,
     timeout: Duration,
     health: Arc<Mutex<Health>>,
 }
@@ -118,17 +161,17 @@ struct Health {
     down: Option<Instant>,
 }
 
-impl fmt::Debug for Fleet {
+impl fmt::Debug for SharedStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Fleet")
+        f.debug_struct("SharedStore")
             .field("store", &self.store)
             .field("timeout", &self.timeout)
             .finish()
     }
 }
 
-impl Fleet {
-    pub(crate) fn new(store: Arc<dyn FleetStore>) -> Self {
+impl SharedStore {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
         Self {
             store,
             timeout: DEFAULT_TIMEOUT,
@@ -208,5 +251,39 @@ impl Fleet {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(remaining: u64, admitted: u64) -> WindowReport {
+        WindowReport {
+            limit: u64::MAX,
+            remaining,
+            period: 1_000,
+            ends_at: Instant::now(),
+            admitted,
+        }
+    }
+
+    /// Found by an independent test (rate-core issue, failure 5): `remaining + admitted`
+    /// overflowed on an "unlimited" `X-RateLimit-Remaining`, a panic in a debug build.
+    #[test]
+    fn reports_of_any_size_are_queued_without_overflow() {
+        let mut exchange = Exchange::default();
+        exchange.queue(report(u64::MAX, 5));
+        exchange.queue(report(u64::MAX - 1, 7));
+        exchange.queue(report(3, 2));
+        assert_eq!(
+            exchange
+                .pending
+                .iter()
+                .map(|w| w.remaining)
+                .collect::<Vec<_>>(),
+            [3],
+            "expected one report of the period, the lowest"
+        );
     }
 }

@@ -1,11 +1,10 @@
-//! Rate-limit state reported by the service: the `X-RateLimit-*` headers and `Retry-After`.
-
-use std::time::Duration;
+//! The rate-limit quota the service reports: the `X-RateLimit-*` headers, or the IETF
+//! `RateLimit` and `RateLimit-Policy` fields.
 
 use chrono::{DateTime, Utc};
-use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName};
 
+use super::{parse_digits, single};
 use crate::clock::ServerTime;
 
 /// The rate-limit quota the service reported on a response.
@@ -215,63 +214,6 @@ fn policy_quota(field: &str, policy: &str) -> Option<u64> {
     })
 }
 
-/// The value of a header that appears exactly once, trimmed.
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
-    let mut values = headers.get_all(name).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    Some(value.to_str().ok()?.trim())
-}
-
-/// Strict decimal digits, the one integer syntax HTTP headers use: `u64::from_str` would also
-/// take a leading `+`. `None` when the value is not digits or does not fit.
-pub(crate) fn parse_digits(value: &str) -> Option<u64> {
-    if is_digits(value) {
-        value.parse().ok()
-    } else {
-        None
-    }
-}
-
-fn is_digits(value: &str) -> bool {
-    !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// How long `Retry-After` asks to wait: delay-seconds or an HTTP-date (RFC 9110 §10.2.3), the
-/// date read on the service's clock. A date in the past means no wait. A repeated or
-/// unreadable header gives `None`.
-///
-/// Read so as never to shorten the wait: seconds too large for a `u64` saturate, and a decimal
-/// (`1.5`, which the RFC does not allow but servers send) rounds up.
-pub(crate) fn retry_after(headers: &HeaderMap, server: &ServerTime) -> Option<Duration> {
-    let mut values = headers.get_all(RETRY_AFTER).iter();
-    let value = values.next()?.to_str().ok()?.trim();
-    if values.next().is_some() {
-        return None;
-    }
-    parse_retry_after(value, server)
-}
-
-fn parse_retry_after(value: &str, server: &ServerTime) -> Option<Duration> {
-    if is_digits(value) {
-        return Some(Duration::from_secs(parse_digits(value).unwrap_or(u64::MAX)));
-    }
-    if let Some((whole, fraction)) = value.split_once('.') {
-        if is_digits(whole) && is_digits(fraction) {
-            let seconds = parse_digits(whole).unwrap_or(u64::MAX);
-            let round_up = fraction.bytes().any(|b| b != b'0');
-            return Some(Duration::from_secs(
-                seconds.saturating_add(u64::from(round_up)),
-            ));
-        }
-        return None;
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(server.until(date))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,76 +375,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn retry_after_seconds_and_dates() {
-        let cases = [
-            ("120", Some(Duration::from_secs(120))),
-            ("0", Some(Duration::ZERO)),
-            (" 7 ", Some(Duration::from_secs(7))),
-            (
-                "Sun, 22 Nov 2026 12:00:30 GMT",
-                Some(Duration::from_secs(30)),
-            ),
-            (
-                "Sunday, 22-Nov-26 12:01:00 GMT",
-                Some(Duration::from_secs(60)),
-            ),
-            ("Sun Nov 22 12:00:05 2026", Some(Duration::from_secs(5))),
-            ("Sat, 21 Nov 2026 12:00:00 GMT", Some(Duration::ZERO)),
-            (
-                "99999999999999999999999",
-                Some(Duration::from_secs(u64::MAX)),
-            ),
-            ("1.5", Some(Duration::from_secs(2))),
-            ("2.0", Some(Duration::from_secs(2))),
-            ("0.001", Some(Duration::from_secs(1))),
-            ("-5", None),
-            ("1.", None),
-            (".5", None),
-            ("1.5.2", None),
-            ("soon", None),
-            ("", None),
-        ];
-        for (value, expected) in cases {
-            assert_eq!(
-                retry_after(&headers(&[("Retry-After", value)]), &server()),
-                expected,
-                "{value:?}"
-            );
-        }
-        assert_eq!(retry_after(&HeaderMap::new(), &server()), None);
-        assert_eq!(
-            retry_after(
-                &headers(&[("Retry-After", "1"), ("Retry-After", "2")]),
-                &server()
-            ),
-            None
-        );
-    }
-
     proptest! {
-        #[test]
-        fn retry_after_never_panics(value in "\\PC*") {
-            let _ = parse_retry_after(&value, &server());
-        }
-
-        #[test]
-        fn retry_after_seconds_round_trip(secs in any::<u64>()) {
-            prop_assert_eq!(
-                parse_retry_after(&secs.to_string(), &server()),
-                Some(Duration::from_secs(secs))
-            );
-        }
-
-        #[test]
-        fn retry_after_dates_round_trip(offset in 0u64..10_000_000) {
-            let at = std::time::SystemTime::from(now()) + Duration::from_secs(offset);
-            prop_assert_eq!(
-                parse_retry_after(&httpdate::fmt_http_date(at), &server()),
-                Some(Duration::from_secs(offset))
-            );
-        }
-
         #[test]
         fn quota_headers_never_panic(limit in "\\PC*", remaining in "\\PC*", reset in "\\PC*") {
             let mut map = HeaderMap::new();
