@@ -36,3 +36,32 @@ pub(crate) fn parse_digits(value: &str) -> Option<u64> {
 pub(crate) fn is_digits(value: &str) -> bool {
     !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit())
 }
+
+/// Response heads and a service clock for the parsers' tests.
+#[cfg(test)]
+mod testing {
+    use chrono::{DateTime, TimeZone, Utc};
+    use http::{HeaderMap, HeaderValue};
+
+    use crate::clock::ServerTime;
+
+    pub(super) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    pub(super) fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+    }
+
+    /// The service's clock reads `now()`.
+    pub(super) fn server() -> ServerTime {
+        ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
+    }
+}

@@ -217,29 +217,10 @@ fn policy_quota(field: &str, policy: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::testing::{headers, now, server};
     use chrono::TimeZone;
     use http::HeaderValue;
     use proptest::prelude::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            );
-        }
-        map
-    }
-
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
-    }
-
-    /// The service's clock reads `now()`.
-    fn server() -> ServerTime {
-        ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
-    }
 
     fn read(headers: &HeaderMap) -> Option<Quota> {
         Quota::read(headers, &server()).quota()

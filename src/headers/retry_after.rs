@@ -77,32 +77,11 @@ pub(crate) fn quiet(status: StatusCode, retry_after: Option<Duration>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, TimeZone, Utc};
-    use http::HeaderValue;
+    use crate::headers::testing::{headers, now, server};
     use proptest::prelude::*;
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
-    }
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            );
-        }
-        map
-    }
-
-    fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
-    }
-
-    /// The service's clock reads `now()`.
-    fn server() -> ServerTime {
-        ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
     }
 
     #[test]
