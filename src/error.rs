@@ -86,7 +86,9 @@ pub enum Error {
         attempts: u32,
     },
 
-    /// No connection to the service could be made; the request was not sent.
+    /// No connection to the service could be made; the request was not sent, so the client
+    /// retries it for every method, unless the host name did not resolve (see
+    /// [`RetryPolicy`](crate::RetryPolicy)).
     ///
     /// The message names the address and the root cause, e.g. "could not connect to the Pet
     /// Store API at 127.0.0.1:9: Connection refused (os error 111) (after 4 attempts)". As the
@@ -461,8 +463,9 @@ impl Error {
         }
     }
 
-    /// Whether an attempt failed in a way the client retries for a `GET`: no connection, a
-    /// dropped connection, or the connect or per-attempt timeout.
+    /// Whether an attempt failed in a way the client retries for a `GET` (a host name that does
+    /// not resolve aside): no connection, a dropped connection, or the connect or per-attempt
+    /// timeout.
     pub(crate) fn is_transient_failure(&self) -> bool {
         matches!(
             self,

@@ -23,9 +23,9 @@ impl PetStoreClient {
     /// agent, the rate discipline shared by every client of the key (pacing, the cooldown
     /// after a 429, which then holds the typed operations too, and the reverse), retries,
     /// timeouts, and the mapping of the specification's error object. Retries follow the
-    /// method: a 429 is retried for any method; 5xx, timeouts and dropped connections only for
-    /// the idempotent ones (`GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`), never for `POST` or
-    /// `PATCH`.
+    /// method: a 429 and a failed connect (nothing was sent) are retried for any method; 5xx,
+    /// per-attempt timeouts and dropped connections only for the idempotent ones (`GET`,
+    /// `HEAD`, `PUT`, `DELETE`, `OPTIONS`), never for `POST` or `PATCH`.
     ///
     /// ```no_run
     /// use petstore_client::reqwest::Method;
