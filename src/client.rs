@@ -244,7 +244,8 @@ impl PetStoreClientBuilder {
     }
 
     /// How long a whole call may take, retries and waits included; `None` (the default) for
-    /// no limit beyond what the retry policy implies.
+    /// no limit beyond what the retry policy implies. A retry whose wait would outlast it is not
+    /// made: the call ends at once with the error of its last attempt.
     pub fn call_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.call_timeout = timeout.into();
         self

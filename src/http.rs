@@ -176,6 +176,11 @@ impl PetStoreClient {
             } else {
                 (backoff, "backoff")
             };
+            // A retry that could start only at or past the deadline would end the call as a
+            // timeout; the answer it has says more.
+            if deadline.is_some_and(|deadline| clock::after(delay) >= deadline) {
+                return Err(error);
+            }
             tracing::info!(
                 operation = operation.name(),
                 attempt,
