@@ -210,15 +210,20 @@ impl fmt::Display for Held {
             // Held for a response still in flight, or at the deadline already.
             write!(f, "{cause}, and this call may wait no longer")
         } else {
-            let secs = wait
-                .as_secs()
-                .saturating_add(u64::from(wait.subsec_nanos() > 0));
+            let secs = whole_secs(wait);
             write!(
                 f,
                 "{cause} for another {secs}s, longer than this call may wait"
             )
         }
     }
+}
+
+/// A wait in whole seconds, rounded up: a wait shown shorter than it is would be cut short by
+/// a caller who trusts it.
+fn whole_secs(wait: Duration) -> u64 {
+    wait.as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0))
 }
 
 /// Which of the client's timeouts fired.
@@ -744,7 +749,7 @@ impl fmt::Display for ApiError {
             _ => {}
         }
         if let Some(wait) = self.retry_after {
-            write!(f, "; retry after {}s", wait.as_secs())?;
+            write!(f, "; retry after {}s", whole_secs(wait))?;
         }
         write!(f, "{}", Attempts(self.attempts))
     }
@@ -995,6 +1000,25 @@ mod tests {
              complete: connection closed before message completed"
         );
         assert!(std::error::Error::source(&closed).is_none());
+    }
+
+    #[test]
+    fn an_api_error_shows_its_wait_rounded_up_to_whole_seconds() {
+        let limited = |wait: Duration| {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+                .with_retry_after(wait)
+                .to_string()
+        };
+        let shown = |secs: u64| {
+            format!(
+                "the Pet Store API answered 429 Too Many Requests: slow down (code \
+                 `rate_limited`); retry after {secs}s"
+            )
+        };
+        assert_eq!(limited(Duration::from_millis(500)), shown(1));
+        assert_eq!(limited(Duration::from_millis(1_001)), shown(2));
+        assert_eq!(limited(Duration::from_secs(30)), shown(30));
+        assert_eq!(limited(Duration::ZERO), shown(0));
     }
 
     #[test]
