@@ -1,5 +1,6 @@
 //! [`PetStoreClient`] and its builder.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -213,7 +214,8 @@ impl PetStoreClientBuilder {
 
     /// The deployment's base URL, ending in the version segment `v1`, such as
     /// `https://petstore.example.com/v1` (a trailing slash is optional). Accepts a `&str`,
-    /// a `String` or a [`url::Url`].
+    /// a `String` or a [`url::Url`]. It must not contain a user name or password: the API key
+    /// is the only credential.
     pub fn base_url(mut self, url: impl AsRef<str>) -> Self {
         self.base_url = Some(url.as_ref().to_owned());
         self
@@ -242,7 +244,8 @@ impl PetStoreClientBuilder {
     }
 
     /// How long a whole call may take, retries and waits included; `None` (the default) for
-    /// no limit beyond what the retry policy implies.
+    /// no limit beyond what the retry policy implies. A retry whose wait would outlast it is not
+    /// made: the call ends at once with the error of its last attempt.
     pub fn call_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.call_timeout = timeout.into();
         self
@@ -342,8 +345,8 @@ impl PetStoreClientBuilder {
     /// # Errors
     ///
     /// [`Error::Config`] when the base URL or API key is missing, the key cannot be sent in
-    /// an HTTP header, the base URL does not parse, cannot take paths or does not end in
-    /// `/v1`, the base URL is plain `http://` to a host other than loopback (unless
+    /// an HTTP header, the base URL does not parse, contains a user name or password, cannot
+    /// take paths or does not end in `/v1`, the base URL is plain `http://` to a host other than loopback (unless
     /// [`allow_insecure_http`](Self::allow_insecure_http)), the base URL is `https://` in a
     /// build with neither the `rustls` nor the `native-tls` feature (unless a
     /// [`http_client`](Self::http_client) is supplied), or the HTTP client cannot be created.
@@ -411,9 +414,16 @@ impl PetStoreClientBuilder {
                 "no base URL: call base_url() or set {BASE_URL_ENV}"
             ))
         })?;
-        let raw = &*without_password(given);
+        let raw = &*shown(given);
         let mut url = Url::parse(given.trim())
             .map_err(|e| Error::config(format!("the base URL `{raw}` is not a valid URL: {e}")))?;
+        // reqwest would send them as a second `Authorization` header (Basic) beside the key.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Error::config(format!(
+                "the base URL `{raw}` must not contain a user name or password: \
+                 the client authenticates with the API key alone"
+            )));
+        }
         if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
             return Err(Error::config(format!(
                 "the base URL `{raw}` must be an http or https URL that can take paths"
@@ -450,14 +460,31 @@ impl PetStoreClientBuilder {
     }
 }
 
-/// The base URL as errors show it: a password in it is masked.
-fn without_password(raw: &str) -> std::borrow::Cow<'_, str> {
+/// The base URL as errors and `Debug` show it: a user name or password in it is masked as
+/// `***`. In text that is not a URL with a host (`user:pw@host/v1` parses as a URL of scheme
+/// `user`), everything before the last `@` is masked, as it may be credentials.
+fn shown(raw: &str) -> Cow<'_, str> {
     match Url::parse(raw.trim()) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some("***"));
+        Ok(url) if url.has_host() && url.username().is_empty() && url.password().is_none() => {
+            raw.into()
+        }
+        Ok(mut url) if url.has_host() => {
+            // Neither fails on a URL with a host.
+            let _ = url.set_password(None);
+            let _ = url.set_username("***");
             url.as_str().to_owned().into()
         }
-        _ => raw.into(),
+        _ => match raw.rfind('@') {
+            Some(at) => {
+                let start = raw
+                    .find("://")
+                    .map(|scheme| scheme + 3)
+                    .filter(|&start| start <= at)
+                    .unwrap_or(0);
+                format!("{}***{}", &raw[..start], &raw[at..]).into()
+            }
+            None => raw.into(),
+        },
     }
 }
 
@@ -492,7 +519,7 @@ fn authorization(key: Option<&str>) -> Result<HeaderValue> {
 impl fmt::Debug for PetStoreClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PetStoreClientBuilder")
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.base_url.as_deref().map(shown))
             .field("api_key", &self.api_key.as_ref().map(|_| Redacted))
             .field("connect_timeout", &self.connect_timeout)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -506,5 +533,30 @@ impl fmt::Debug for PetStoreClientBuilder {
             .field("max_response_body", &self.max_response_body)
             .field("allow_insecure_http", &self.allow_insecure_http)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_base_url_never_contains_credentials() {
+        for raw in [
+            "https://user:hunter2@petstore.example.com/v1",
+            "https://hunter2@petstore.example.com/v1",
+            "https://user:hunter2@petstore.example.com:99999/v1",
+            "https://user:hunter2/x@petstore.example.com/v1",
+            "https://user:hunter2#x@petstore.example.com/v1",
+            "https:user:hunter2@petstore.example.com/v1",
+            "user:hunter2@petstore.example.com/v1",
+            "user:hunter2@petstore.example.com://v1",
+        ] {
+            let shown = shown(raw);
+            assert!(!shown.contains("hunter2"), "{raw} was shown as {shown}");
+            assert!(shown.contains("***@"), "{raw} was shown as {shown}");
+        }
+        let plain = "https://petstore.example.com/v1";
+        assert_eq!(shown(plain), plain);
     }
 }

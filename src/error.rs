@@ -86,7 +86,9 @@ pub enum Error {
         attempts: u32,
     },
 
-    /// No connection to the service could be made; the request was not sent.
+    /// No connection to the service could be made; the request was not sent, so the client
+    /// retries it for every method, unless the host name did not resolve (see
+    /// [`RetryPolicy`](crate::RetryPolicy)).
     ///
     /// The message names the address and the root cause, e.g. "could not connect to the Pet
     /// Store API at 127.0.0.1:9: Connection refused (os error 111) (after 4 attempts)". As the
@@ -208,15 +210,20 @@ impl fmt::Display for Held {
             // Held for a response still in flight, or at the deadline already.
             write!(f, "{cause}, and this call may wait no longer")
         } else {
-            let secs = wait
-                .as_secs()
-                .saturating_add(u64::from(wait.subsec_nanos() > 0));
+            let secs = whole_secs(wait);
             write!(
                 f,
                 "{cause} for another {secs}s, longer than this call may wait"
             )
         }
     }
+}
+
+/// A wait in whole seconds, rounded up: a wait shown shorter than it is would be cut short by
+/// a caller who trusts it.
+fn whole_secs(wait: Duration) -> u64 {
+    wait.as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0))
 }
 
 /// Which of the client's timeouts fired.
@@ -461,8 +468,9 @@ impl Error {
         }
     }
 
-    /// Whether an attempt failed in a way the client retries for a `GET`: no connection, a
-    /// dropped connection, or the connect or per-attempt timeout.
+    /// Whether an attempt failed in a way the client retries for a `GET` (a host name that does
+    /// not resolve aside): no connection, a dropped connection, or the connect or per-attempt
+    /// timeout.
     pub(crate) fn is_transient_failure(&self) -> bool {
         matches!(
             self,
@@ -741,7 +749,7 @@ impl fmt::Display for ApiError {
             _ => {}
         }
         if let Some(wait) = self.retry_after {
-            write!(f, "; retry after {}s", wait.as_secs())?;
+            write!(f, "; retry after {}s", whole_secs(wait))?;
         }
         write!(f, "{}", Attempts(self.attempts))
     }
@@ -992,6 +1000,25 @@ mod tests {
              complete: connection closed before message completed"
         );
         assert!(std::error::Error::source(&closed).is_none());
+    }
+
+    #[test]
+    fn an_api_error_shows_its_wait_rounded_up_to_whole_seconds() {
+        let limited = |wait: Duration| {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+                .with_retry_after(wait)
+                .to_string()
+        };
+        let shown = |secs: u64| {
+            format!(
+                "the Pet Store API answered 429 Too Many Requests: slow down (code \
+                 `rate_limited`); retry after {secs}s"
+            )
+        };
+        assert_eq!(limited(Duration::from_millis(500)), shown(1));
+        assert_eq!(limited(Duration::from_millis(1_001)), shown(2));
+        assert_eq!(limited(Duration::from_secs(30)), shown(30));
+        assert_eq!(limited(Duration::ZERO), shown(0));
     }
 
     #[test]

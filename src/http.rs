@@ -18,7 +18,7 @@ use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind, snippet}
 use crate::headers::Deprecation;
 use crate::rate::{HeadReport, Held, Permit};
 use crate::response::Response;
-use crate::retry::{Action, RetryPolicy, classify_failure, classify_status};
+use crate::retry::{Action, Failure, RetryPolicy, classify_failure, classify_status};
 
 /// The specification's operations, and requests to endpoints the crate does not wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl PetStoreClient {
                         Error::from(error),
                     )
                 }
-                Err(error) => (classify_failure(method, &error), error),
+                Err(failure) => (classify_failure(method, &failure), failure.error),
             };
             let error = error.with_attempts(attempt);
             let Action::Retry { floor } = action else {
@@ -176,6 +176,11 @@ impl PetStoreClient {
             } else {
                 (backoff, "backoff")
             };
+            // A retry that could start only at or past the deadline would end the call as a
+            // timeout; the answer it has says more.
+            if deadline.is_some_and(|deadline| clock::after(delay) >= deadline) {
+                return Err(error);
+            }
             tracing::info!(
                 operation = operation.name(),
                 attempt,
@@ -197,7 +202,7 @@ impl PetStoreClient {
         call: &Call,
         permit: Permit<'_>,
         policy: &RetryPolicy,
-    ) -> Result<Exchange> {
+    ) -> Result<Exchange, Failure> {
         let inner = &self.inner;
         let mut request = inner
             .http
@@ -214,11 +219,12 @@ impl PetStoreClient {
             let mut response = match request.send().await {
                 Ok(response) => response,
                 Err(error) => {
+                    let unresolved = error.is_dns();
                     let error = self.transport_error(error, &call.url);
                     if error.is_connect() || matches!(error, Error::Config { .. }) {
                         permit.not_sent();
                     }
-                    return Err(error);
+                    return Err(Failure { error, unresolved });
                 }
             };
             let status = response.status();
@@ -238,7 +244,8 @@ impl PetStoreClient {
                         status,
                         limit: cap,
                         attempts: 1,
-                    });
+                    }
+                    .into());
                 }
                 read_body(&mut response, cap)
                     .await
@@ -265,7 +272,8 @@ impl PetStoreClient {
                         kind: TimeoutKind::Attempt,
                         after: Some(limit),
                         attempts: 1,
-                    })
+                    }
+                    .into())
                 }),
             None => exchange.await,
         }
@@ -481,6 +489,9 @@ mod tests {
 
         assert!(matches!(error, Error::Config { .. }), "{error:?}");
         assert!(error.to_string().contains("127.0.0.1:9"), "{error}");
-        assert_eq!(classify_failure(&Method::GET, &error), Action::Finish);
+        assert_eq!(
+            classify_failure(&Method::GET, &error.into()),
+            Action::Finish
+        );
     }
 }

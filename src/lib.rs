@@ -77,8 +77,10 @@
 //! `Retry-After` beyond the limit; calling on regardless may get the key banned. The client:
 //!
 //! 1. retries a 429 after at least the `Retry-After` wait and the backoff (any operation: the
-//!    request was not processed), and 5xx, timeouts and dropped connections with exponential
-//!    backoff (`GET` only: a `POST` is never sent twice after an ambiguous failure);
+//!    request was not processed), a failed connect (any operation: nothing was sent; not a
+//!    host name that does not resolve), and 5xx, per-attempt timeouts and dropped connections
+//!    with exponential backoff (`GET` only: a `POST` is never sent twice after an ambiguous
+//!    failure);
 //! 2. holds every request of every client of the key in the process while the service asked
 //!    for quiet, then lets one request probe before the others;
 //! 3. reads the service's clock from `Date`, so that `X-RateLimit-Reset` and HTTP-date

@@ -23,9 +23,9 @@ impl PetStoreClient {
     /// agent, the rate discipline shared by every client of the key (pacing, the cooldown
     /// after a 429, which then holds the typed operations too, and the reverse), retries,
     /// timeouts, and the mapping of the specification's error object. Retries follow the
-    /// method: a 429 is retried for any method; 5xx, timeouts and dropped connections only for
-    /// the idempotent ones (`GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`), never for `POST` or
-    /// `PATCH`.
+    /// method: a 429 and a failed connect (nothing was sent) are retried for any method; 5xx,
+    /// per-attempt timeouts and dropped connections only for the idempotent ones (`GET`,
+    /// `HEAD`, `PUT`, `DELETE`, `OPTIONS`), never for `POST` or `PATCH`.
     ///
     /// ```no_run
     /// use petstore_client::reqwest::Method;
@@ -51,7 +51,7 @@ impl PetStoreClient {
             client: self.clone(),
             method,
             path: path.into(),
-            query: None,
+            query: String::new(),
             body: None,
             retry: None,
             invalid: None,
@@ -69,7 +69,8 @@ pub struct RawRequest {
     client: PetStoreClient,
     method: Method,
     path: String,
-    query: Option<String>,
+    /// Percent-encoded; empty for none.
+    query: String,
     body: Option<Bytes>,
     retry: Option<RetryPolicy>,
     /// The first argument that could not be serialized.
@@ -77,11 +78,34 @@ pub struct RawRequest {
 }
 
 impl RawRequest {
-    /// The query string, from anything that serializes as a flat list of pairs: a struct, a
-    /// map, or a slice of `(name, value)` tuples. Percent-encoded here.
+    /// Appends to the query string, as reqwest's `RequestBuilder::query` does, from anything
+    /// that serializes as a flat list of pairs: a struct, a map, or a slice of `(name, value)`
+    /// tuples. Percent-encoded here. Each call adds its pairs after those of earlier calls, a
+    /// name given twice included.
+    ///
+    /// ```no_run
+    /// use petstore_client::reqwest::Method;
+    ///
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// // GET …/v1/store/orders?status=placed&status=approved&limit=5
+    /// let orders = client
+    ///     .request(Method::GET, "store/orders")
+    ///     .query(&[("status", "placed"), ("status", "approved")])
+    ///     .query(&[("limit", 5)])
+    ///     .send_for_bytes()
+    ///     .await?;
+    /// println!("{} bytes", orders.value().len());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn query<Q: Serialize + ?Sized>(mut self, query: &Q) -> Self {
         match serde_urlencoded::to_string(query) {
-            Ok(query) => self.query = Some(query),
+            Ok(pairs) => {
+                if !self.query.is_empty() && !pairs.is_empty() {
+                    self.query.push('&');
+                }
+                self.query.push_str(&pairs);
+            }
             Err(error) => self.reject("query", error.to_string()),
         }
         self
@@ -147,7 +171,7 @@ impl RawRequest {
             });
         }
         let mut url = resolve(&self.client.inner.base_url, &self.path)?;
-        url.set_query(self.query.as_deref().filter(|query| !query.is_empty()));
+        url.set_query(Some(self.query.as_str()).filter(|query| !query.is_empty()));
         let call = Call {
             operation: Operation::Request,
             method: self.method,

@@ -30,7 +30,9 @@ use crate::headers::{Quiet, Quota};
 /// | --- | --- | --- |
 /// | 429 Too Many Requests | retried | retried: the request was not processed |
 /// | 500, 502, 503, 504 | retried | not retried: it may have been processed |
-/// | connect error, per-attempt timeout, dropped connection | retried | not retried |
+/// | no connection (refused, unreachable, connect timeout) | retried | retried: nothing was sent |
+/// | the host name does not resolve | not retried | not retried: it will not resolve a moment later |
+/// | per-attempt timeout, dropped connection | retried | not retried: it may have been processed |
 /// | any other status | not retried | not retried |
 ///
 /// Set it for a client with
@@ -238,10 +240,35 @@ pub(crate) fn classify_status(
     }
 }
 
-/// Classifies a failure with no response: for a `POST`, the service may have created the pet
-/// already, so it is never sent again.
-pub(crate) fn classify_failure(method: &Method, error: &Error) -> Action {
-    if error.is_transient_failure() && is_repeatable(method) {
+/// An attempt that ended without a response.
+pub(crate) struct Failure {
+    pub(crate) error: Error,
+    /// The host name did not resolve (a connect error).
+    pub(crate) unresolved: bool,
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Self {
+            error,
+            unresolved: false,
+        }
+    }
+}
+
+/// Classifies a failure with no response. A failed connect sent nothing, so it is retried for
+/// every method, unless the host name did not resolve: a name that does not resolve now will
+/// not a few seconds later, and the caller should hear of it at once. After a timeout or a
+/// dropped connection the service may have processed the request (created the pet), so only
+/// a method that may be repeated is sent again.
+pub(crate) fn classify_failure(method: &Method, failure: &Failure) -> Action {
+    let error = &failure.error;
+    let retry = if error.is_connect() {
+        !failure.unresolved
+    } else {
+        error.is_transient_failure() && is_repeatable(method)
+    };
+    if retry {
         Action::Retry {
             floor: Duration::ZERO,
         }
@@ -370,13 +397,27 @@ mod tests {
     }
 
     #[test]
-    fn failures_are_retried_for_get_only() {
-        let failures = [
+    fn a_failed_connect_is_retried_for_every_method_and_others_for_get_only() {
+        let retry = Action::Retry {
+            floor: Duration::ZERO,
+        };
+        let connect_failures = [
             Error::Connect {
                 address: "127.0.0.1:9".to_owned(),
                 reason: "Connection refused (os error 111)".to_owned(),
                 attempts: 1,
             },
+            Error::Timeout {
+                kind: TimeoutKind::Connect,
+                after: Some(Duration::from_secs(1)),
+                attempts: 1,
+            },
+        ];
+        for failure in connect_failures.map(Failure::from) {
+            assert_eq!(classify_failure(&Method::GET, &failure), retry);
+            assert_eq!(classify_failure(&Method::POST, &failure), retry);
+        }
+        let after_sending = [
             Error::Connection {
                 address: "127.0.0.1:9".to_owned(),
                 reason: "Connection reset by peer (os error 104)".to_owned(),
@@ -388,23 +429,34 @@ mod tests {
                 attempts: 1,
             },
         ];
-        for failure in &failures {
-            assert_eq!(
-                classify_failure(&Method::GET, failure),
-                Action::Retry {
-                    floor: Duration::ZERO
-                }
-            );
-            assert_eq!(classify_failure(&Method::POST, failure), Action::Finish);
+        for failure in after_sending.map(Failure::from) {
+            assert_eq!(classify_failure(&Method::GET, &failure), retry);
+            assert_eq!(classify_failure(&Method::POST, &failure), Action::Finish);
         }
-        let call_timeout = Error::Timeout {
+        let call_timeout = Failure::from(Error::Timeout {
             kind: TimeoutKind::Call,
             after: Some(Duration::from_secs(1)),
             attempts: 1,
-        };
+        });
         assert_eq!(
             classify_failure(&Method::GET, &call_timeout),
             Action::Finish
         );
+    }
+
+    #[test]
+    fn a_host_name_that_does_not_resolve_is_not_retried() {
+        let unresolved = Failure {
+            error: Error::Connect {
+                address: "petstore.invalid:443".to_owned(),
+                reason: "failed to lookup address information: Name or service not known"
+                    .to_owned(),
+                attempts: 1,
+            },
+            unresolved: true,
+        };
+        for method in [Method::GET, Method::POST] {
+            assert_eq!(classify_failure(&method, &unresolved), Action::Finish);
+        }
     }
 }

@@ -75,14 +75,15 @@ fn a_missing_or_unusable_base_url_is_a_configuration_error() {
         at("not a url"),
         "the base URL `not a url` is not a valid URL: relative URL without a base",
     );
-    for url in [
-        "mailto:pets@example.com",
-        "ftp://example.com/v1",
-        "data:text/plain,v1",
+    for (url, shown) in [
+        // What precedes an `@` in a URL without a host may be credentials.
+        ("mailto:pets@example.com", "***@example.com"),
+        ("ftp://example.com/v1", "ftp://example.com/v1"),
+        ("data:text/plain,v1", "data:text/plain,v1"),
     ] {
         assert_config_error(
             at(url),
-            &format!("the base URL `{url}` must be an http or https URL that can take paths"),
+            &format!("the base URL `{shown}` must be an http or https URL that can take paths"),
         );
     }
     for url in [
@@ -209,6 +210,18 @@ async fn from_env_reads_base_url_and_key_and_reports_what_is_unset() {
     );
     let overridden = PetStoreClientBuilder::from_env().api_key(API_KEY).build();
     overridden.unwrap().list_pets().send().await.unwrap();
+
+    let with_credentials = "https://user:hunter2@petstore.example.com/v1";
+    set_env(Some(with_credentials), Some(API_KEY));
+    let builder = PetStoreClientBuilder::from_env();
+    assert!(
+        !format!("{builder:?}").contains("hunter2"),
+        "expected the builder's Debug to hide the credentials from {BASE_URL_ENV}, got {builder:?}"
+    );
+    assert_config_error(
+        builder,
+        &credentials_reason("https://***@petstore.example.com/v1"),
+    );
 
     set_env(Some(&url), Some(API_KEY));
     let from_env = PetStoreClient::from_env();
@@ -363,10 +376,57 @@ fn extra_trailing_slashes_still_reach_v1_pets() {
     }
 }
 
+/// The reason `build()` gives for a base URL with credentials, shown as `shown`.
+fn credentials_reason(shown: &str) -> String {
+    format!(
+        "the base URL `{shown}` must not contain a user name or password: \
+         the client authenticates with the API key alone"
+    )
+}
+
+/// reqwest would turn the user information into a second `Authorization` header (Basic)
+/// beside the bearer key, and `Debug` would print the password.
 #[test]
-fn a_password_in_the_base_url_is_masked_in_errors() {
+fn a_base_url_with_credentials_is_refused_without_showing_them() {
+    for (url, shown) in [
+        (
+            "https://user:hunter2@petstore.example.com/v1",
+            "https://***@petstore.example.com/v1",
+        ),
+        (
+            "https://hunter2@petstore.example.com/v1",
+            "https://***@petstore.example.com/v1",
+        ),
+        (
+            "https://:hunter2@petstore.example.com/v1",
+            "https://***@petstore.example.com/v1",
+        ),
+        (
+            "http://user:hunter2@127.0.0.1/v1",
+            "http://***@127.0.0.1/v1",
+        ),
+        (
+            "http://user:hunter2@example.com/v1",
+            "http://***@example.com/v1",
+        ),
+    ] {
+        let builder = builder_at(url);
+        let debug = format!("{builder:?} {builder:#?}");
+        assert!(
+            !debug.contains("hunter2"),
+            "expected the builder's Debug to hide the credentials, got {debug}"
+        );
+        assert_config_error(builder, &credentials_reason(shown));
+    }
+    // Not a valid URL, yet the credentials in it are still hidden.
+    let unparsable = builder_at("https://user:hunter2@petstore.example.com:99999/v1");
+    assert!(
+        !format!("{unparsable:?}").contains("hunter2"),
+        "expected the builder's Debug to hide the credentials, got {unparsable:?}"
+    );
     assert_config_error(
-        builder_at("http://user:hunter2@example.com/v1"),
-        "refusing to send the API key in clear text to `http://user:***@example.com/v1`: use https, or allow_insecure_http(true)",
+        unparsable,
+        "the base URL `https://***@petstore.example.com:99999/v1` is not a valid URL: \
+         invalid port number",
     );
 }

@@ -149,8 +149,10 @@ async fn create(client: &PetStoreClient) -> Result<petstore_client::Pet, Error> 
     client.create_pet(NewPet::new("Rex", 3)).send().await
 }
 
+/// Nothing was sent, so a `POST` is retried as a `GET` is: a refused connection may be a
+/// server restarting.
 #[tokio::test(start_paused = true)]
-async fn connection_refused_is_a_connect_error() {
+async fn connection_refused_is_a_connect_error_retried_for_every_method() {
     let addr = TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap()
@@ -176,9 +178,43 @@ async fn connection_refused_is_a_connect_error() {
 
     let error = create(&client).await.unwrap_err();
     assert!(
-        matches!(error, Error::Connect { attempts: 1, .. }),
-        "expected a connect error after the one attempt of a POST, got {error:?}"
+        matches!(error, Error::Connect { attempts: 4, .. }),
+        "expected a connect error after four attempts of a POST, got {error:?}"
     );
+}
+
+/// A name that does not resolve will not resolve a few seconds later: the error comes at once,
+/// for every method. `.invalid` never resolves (RFC 6761).
+#[tokio::test(start_paused = true)]
+async fn a_host_name_that_does_not_resolve_is_not_retried() {
+    // No connect or attempt timer: under the paused clock it could fire during the lookup.
+    let client = PetStoreClient::builder()
+        .base_url("http://petstore.invalid/v1")
+        .allow_insecure_http(true)
+        .api_key(KEY)
+        .connect_timeout(None)
+        .attempt_timeout(None)
+        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    for error in [
+        list(&client).await.unwrap_err(),
+        create(&client).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(error, Error::Connect { attempts: 1, .. }),
+            "expected a connect error after one attempt, got {error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("could not connect to the Pet Store API at petstore.invalid:80: "),
+            "expected the message to name the host, got {error}"
+        );
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO, "expected no retry delay");
 }
 
 /// A reset before the response, or a body cut short: a GET is retried, a POST is not.

@@ -89,6 +89,40 @@ async fn a_get_with_a_query_sends_exactly_what_the_typed_operations_send() {
     );
 }
 
+/// As reqwest's `RequestBuilder::query`: each call appends its pairs, a repeated name
+/// included, and an empty one adds nothing.
+#[tokio::test]
+async fn each_query_call_appends_to_the_query() {
+    #[derive(Serialize)]
+    struct Page {
+        page: u32,
+    }
+    let server = start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/store/orders"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(ORDERS, "application/json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let _: Vec<Order> = client(&server, RetryPolicy::none())
+        .request(Method::GET, "store/orders")
+        .query(&[("status", "placed")])
+        .query(&Page { page: 2 })
+        .query(&[] as &[(&str, &str)])
+        .query(&[("status", "approved")])
+        .send()
+        .await
+        .unwrap();
+
+    let received = &server.received_requests().await.unwrap()[0];
+    assert_eq!(
+        received.url.query(),
+        Some("status=placed&page=2&status=approved"),
+        "expected every query call's pairs, in order"
+    );
+}
+
 #[tokio::test]
 async fn a_post_sends_its_json_body_and_the_raw_body_can_be_kept() {
     let server = start().await;

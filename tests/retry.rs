@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
-use petstore_client::sandbox::{Fault, Plan};
+use petstore_client::sandbox::{Fault, Plan, Route};
 use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
@@ -565,5 +565,43 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
         start.elapsed(),
         Duration::from_secs(10),
         "expected the next call to wait out the 10 s of the 503"
+    );
+}
+
+/// The wait before a retry is the longer of `Retry-After` (1 s here) and the backoff (10 s);
+/// when that wait would outlast the call timeout, the call ends at once with the answer it
+/// got, not at its deadline with a timeout. Against the sandbox, which answers in this
+/// runtime: under the paused clock the call's deadline timer would fire while waiting for a
+/// server on another thread.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_would_outlast_the_call_timeout_returns_the_answer_at_once() {
+    let sandbox = common::sandbox().await;
+    sandbox.inject(Fault::status(503).retry_after(1).route(Route::ListPets));
+    let policy = no_jitter()
+        .with_initial_delay(Duration::from_secs(10))
+        .with_max_delay(Duration::from_secs(10));
+    let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), policy)
+        .call_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "expected the 503 the call got, got {error:?}"
+    );
+    assert_eq!(error.attempts(), 1, "expected one attempt");
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected the call to end at once, not at its deadline"
+    );
+    assert_eq!(
+        sandbox.request_log().len(),
+        1,
+        "expected one request at the sandbox"
     );
 }
