@@ -13,8 +13,8 @@ mod matrix;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{Pacing, PetStoreClient};
+use petstore_sandbox::{Plan, Sandbox};
 use tokio::time::Instant;
 
 /// A burst of `calls` concurrent calls at the start of a Free-plan window: how long until all

@@ -21,8 +21,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{NewPet, PetStoreClient, RateLimitScope, RedisState};
+use petstore_sandbox::{Plan, Sandbox};
 use redis_server::RedisServer;
 use support::runtime;
 use tokio::runtime::Runtime;

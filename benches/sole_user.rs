@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{NewPet, Pacing, PetStoreClient, RateLimitScope};
+use petstore_sandbox::{Plan, Sandbox};
 use support::{Raw, http_client, runtime};
 use tokio::task::JoinSet;
 use tokio::time::Instant;

@@ -1,12 +1,13 @@
 //! The whole API at work: `cargo run --example quickstart`.
 //!
-//! With `PETSTORE_BASE_URL` and `PETSTORE_API_KEY` set, it talks to that deployment; otherwise it
-//! starts the crate's embedded sandbox server on loopback and says so.
+//! With `PETSTORE_BASE_URL` and `PETSTORE_API_KEY` set, it talks to that deployment; otherwise
+//! it starts the embedded sandbox server (the workspace's `petstore-sandbox` crate) on loopback
+//! and says so.
 
 use std::time::{Duration, Instant};
 
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{NewPet, Pacing, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
+use petstore_sandbox::{Plan, Sandbox};
 
 type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 

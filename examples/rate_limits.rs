@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{Pacing, PetStoreClient, RetryPolicy};
+use petstore_sandbox::{Plan, Sandbox};
 
 const TASKS: usize = 32;
 const RUN: Duration = Duration::from_secs(6);

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use petstore_client::sandbox::{Plan, Sandbox, Stats};
+use petstore_sandbox::{Plan, Sandbox, Stats};
 
 const USAGE: &str = "usage: cargo run --example sandbox -- [--port N] [--minute-window SECS] \
 [--day-window SECS] [--per-minute N] [--per-day N] [--ban-threshold N] [--clock-offset SECS] \

@@ -128,7 +128,15 @@
 //! | `rustls` | yes | TLS through rustls; no system TLS library needed |
 //! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
 //! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
-//! | `sandbox` | no | [`sandbox`]: an embedded, spec-faithful Pet Store server for tests and demos |
+//! | `redis` | no | `RedisState`: one budget and one cooldown per key shared through Redis by every instance, on any host |
+//!
+//! # Testing your code
+//!
+//! The crate [`petstore-sandbox`](https://docs.rs/petstore-sandbox) is an embedded,
+//! spec-faithful Pet Store server on loopback (authentication, rate limits and the ban,
+//! injectable faults, a clock of its own): add it under `[dev-dependencies]` and point a
+//! client at `Sandbox::base_url()`. It is a crate of its own so that no server code ships in
+//! a production build.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -146,9 +154,6 @@ mod redis_state;
 mod request;
 mod response;
 mod retry;
-#[cfg(feature = "sandbox")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sandbox")))]
-pub mod sandbox;
 
 /// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
 /// (`http::StatusCode`, which reqwest uses too).

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::sandbox_client;
 use http::StatusCode;
-use petstore_client::sandbox::{Fault, Plan};
 use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy, ThrottleCause};
+use petstore_sandbox::{Fault, Plan};
 use tokio::time::Instant;
 
 /// Makes `n` calls, each reaching the line before the next is made; the order they completed.

@@ -217,7 +217,7 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
     let sandbox = common::sandbox_builder()
         .key(
             "big",
-            petstore_client::sandbox::Plan::Enterprise {
+            petstore_sandbox::Plan::Enterprise {
                 per_minute: 400,
                 per_day: 100_000,
             },

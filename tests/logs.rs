@@ -5,7 +5,7 @@
 mod common;
 
 use petstore_client::RetryPolicy;
-use petstore_client::sandbox::Plan;
+use petstore_sandbox::Plan;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 

@@ -277,7 +277,10 @@ async fn every_request_carries_the_bearer_key_accept_and_default_user_agent() {
     assert_eq!(header("authorization"), BEARER);
     assert_eq!(header("accept"), "application/json");
     assert_eq!(header("user-agent"), DEFAULT_USER_AGENT);
-    assert_eq!(DEFAULT_USER_AGENT, "petstore-client/0.1.0");
+    assert_eq!(
+        DEFAULT_USER_AGENT,
+        concat!("petstore-client/", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[tokio::test]

@@ -9,8 +9,8 @@ use common::{
 };
 use std::time::Duration;
 
-use petstore_client::sandbox::{Plan, QuotaFields, Sandbox};
 use petstore_client::{Error, PetStoreClient, Quota, RetryPolicy};
+use petstore_sandbox::{Plan, QuotaFields, Sandbox};
 use wiremock::ResponseTemplate;
 
 /// 2031-01-01T00:00:00Z, a reset far enough ahead that pacing never holds a request.

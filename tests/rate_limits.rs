@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use common::sandbox_client;
-use petstore_client::sandbox::{Fault, Plan, Sandbox};
 use petstore_client::{Error, Pacing, PetStoreClient, RetryPolicy};
+use petstore_sandbox::{Fault, Plan, Sandbox};
 use tokio::time::Instant;
 
 /// Statuses the sandbox answered, in order of arrival, with their arrival instants.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{API_KEY, DEFAULT_USER_AGENT, start};
 use petstore_client::reqwest::Method;
-use petstore_client::sandbox::Plan;
 use petstore_client::{Error, PetStoreClient, RetryPolicy, StatusCode};
+use petstore_sandbox::Plan;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use wiremock::matchers::{body_string, header, method, path, query_param};

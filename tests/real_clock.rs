@@ -8,8 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use petstore_client::sandbox::{Plan, Sandbox};
 use petstore_client::{Error, PetStoreClient, RateLimitScope};
+use petstore_sandbox::{Plan, Sandbox};
 use tokio::time::Instant;
 
 const INSTANCES: usize = 4;

@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_server::RedisServer;
-use petstore_client::sandbox::{Fault, LoggedRequest, Plan, Sandbox};
 use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, Sandbox};
 use tokio::time::Instant;
 
 const KEY: &str = "FAKE-fleet-key-not-a-secret";

@@ -9,8 +9,8 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
-use petstore_client::sandbox::{Fault, Plan, Route};
 use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
+use petstore_sandbox::{Fault, Plan, Route};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, UNIX_EPOCH};
 
 use chrono::TimeDelta;
-use petstore_client::sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
 /// Tasks per instance, each calling back to back.

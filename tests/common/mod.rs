@@ -255,13 +255,13 @@ pub fn paused_builder(
 pub const CLOCK_START_UNIX: u64 = 1_800_000_000;
 
 /// A sandbox builder whose clock starts at [`CLOCK_START_UNIX`].
-pub fn sandbox_builder() -> petstore_client::sandbox::SandboxBuilder {
+pub fn sandbox_builder() -> petstore_sandbox::SandboxBuilder {
     let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(CLOCK_START_UNIX);
-    petstore_client::sandbox::Sandbox::builder().clock_start(start)
+    petstore_sandbox::Sandbox::builder().clock_start(start)
 }
 
 /// A sandbox with the default keys whose clock starts at [`CLOCK_START_UNIX`].
-pub async fn sandbox() -> petstore_client::sandbox::Sandbox {
+pub async fn sandbox() -> petstore_sandbox::Sandbox {
     sandbox_builder()
         .start()
         .await
@@ -288,7 +288,7 @@ pub async fn create_concurrently(client: &PetStoreClient, n: usize) {
 
 /// A client of a sandbox for tests under a paused clock (see [`paused_builder`]).
 pub fn sandbox_client(
-    sandbox: &petstore_client::sandbox::Sandbox,
+    sandbox: &petstore_sandbox::Sandbox,
     key: &str,
     policy: RetryPolicy,
 ) -> PetStoreClientBuilder {

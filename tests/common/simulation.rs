@@ -14,7 +14,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use petstore_client::sandbox::{Fault, QuotaFields};
+use petstore_sandbox::{Fault, QuotaFields};
 
 use super::matrix::{CLOCK_START_UNIX, Cell, ClockStep, Expect, PlanChange, Sharing};
 

@@ -25,7 +25,7 @@ pub enum Route {
 ///
 /// ```
 /// use std::time::Duration;
-/// use petstore_client::sandbox::{Fault, Route};
+/// use petstore_sandbox::{Fault, Route};
 ///
 /// let outage = Fault::status(503).retry_after(2).route(Route::ListPets).times(3);
 /// let slow = Fault::latency(Duration::from_millis(250)).fraction(0.1);

@@ -1,16 +1,16 @@
 //! An embedded Pet Store server, faithful to the specification, for tests and demos.
 //!
-//! The specification's deployments are placeholders, so this crate ships the server its own
-//! quickstart and tests talk to, and that your tests can use too: stateful, in-process, on
-//! loopback, with the specification's authentication, rate limits (and ban), and injectable
-//! faults. Its clock is tokio's, so under a paused clock (`#[tokio::test(start_paused = true)]`)
+//! The specification's deployments are placeholders, so this crate is the server that the
+//! quickstart and tests of [`petstore-client`](https://docs.rs/petstore-client) talk to, and
+//! that your tests can use too: stateful, in-process, on loopback, with the specification's
+//! authentication, rate limits (and ban), and injectable faults. Its clock is tokio's, so under a paused clock (`#[tokio::test(start_paused = true)]`)
 //! rate windows, `Retry-After` and injected latency are exact and instant. Every response
 //! carries a `Date` read from that clock, so a client that reads the server's time from `Date`
 //! sees the sandbox's time, even when it is pinned with [`SandboxBuilder::clock_start`] or
 //! skewed with [`SandboxBuilder::clock_offset`].
 //!
 //! ```
-//! use petstore_client::sandbox::{Plan, Sandbox};
+//! use petstore_sandbox::{Plan, Sandbox};
 //! use petstore_client::{NewPet, PetStoreClient};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -71,6 +71,9 @@
 //! | 429 | `rate_limited`, `key_banned` |
 //! | 500, 502, 503, 504 (injected) | `internal_error`, `bad_gateway`, `service_unavailable`, `gateway_timeout` |
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod faults;
 mod limits;
 mod routes;
@@ -93,8 +96,8 @@ use url::Url;
 
 pub use faults::{Fault, Route};
 
-use crate::models::NewPet;
 use limits::{ClockStep, Limiter, Limits, PlanChange, UnixClock};
+use petstore_client::NewPet;
 use routes::{Catalogue, Shared, lock};
 
 /// A rate-limit plan, as the specification lists them.
@@ -176,7 +179,7 @@ pub struct SandboxBuilder {
 /// or in a shape a gateway or another service might use, to test a client against it.
 ///
 /// ```
-/// use petstore_client::sandbox::{QuotaFields, Sandbox};
+/// use petstore_sandbox::{QuotaFields, Sandbox};
 ///
 /// let behind_a_gateway = Sandbox::builder().quota_fields(QuotaFields::RepeatedRemaining);
 /// ```
@@ -254,7 +257,7 @@ impl SandboxBuilder {
     ///
     /// ```
     /// use chrono::TimeDelta;
-    /// use petstore_client::sandbox::Sandbox;
+    /// use petstore_sandbox::Sandbox;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
@@ -283,7 +286,7 @@ impl SandboxBuilder {
     ///
     /// ```
     /// use chrono::TimeDelta;
-    /// use petstore_client::sandbox::Sandbox;
+    /// use petstore_sandbox::Sandbox;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
@@ -309,7 +312,7 @@ impl SandboxBuilder {
     /// ```
     /// use std::time::Duration;
     /// use chrono::TimeDelta;
-    /// use petstore_client::sandbox::Sandbox;
+    /// use petstore_sandbox::Sandbox;
     ///
     /// // Ten seconds after start, the service's clock is corrected 10 s back.
     /// let builder = Sandbox::builder().clock_step(Duration::from_secs(10), TimeDelta::seconds(-10));
@@ -326,7 +329,7 @@ impl SandboxBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use petstore_client::sandbox::{Plan, Sandbox};
+    /// use petstore_sandbox::{Plan, Sandbox};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
@@ -398,7 +401,7 @@ impl SandboxBuilder {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut catalogue = Catalogue::default();
         for pet in self.pets {
-            let status = pet.status.unwrap_or(crate::PetStatus::Available);
+            let status = pet.status.unwrap_or(petstore_client::PetStatus::Available);
             catalogue.add(pet.name, pet.category_id, status);
         }
         let clock = UnixClock::new(
@@ -558,7 +561,7 @@ impl Sandbox {
     /// the keys started with.
     ///
     /// ```
-    /// use petstore_client::sandbox::{Plan, Sandbox};
+    /// use petstore_sandbox::{Plan, Sandbox};
     /// use petstore_client::PetStoreClient;
     ///
     /// # #[tokio::main(flavor = "current_thread")]

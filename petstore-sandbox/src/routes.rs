@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::faults::{FaultKind, Faults, Route};
 use super::limits::{Headers, Limiter, UnixClock, Verdict, shift};
 use super::{LoggedRequest, QuotaFields, RequestLog};
-use crate::models::{CategoryId, Pet, PetId, PetStatus};
+use petstore_client::{CategoryId, Pet, PetId, PetStatus};
 
 /// The removal date of `getPet`, as the specification gives it.
 const SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
