@@ -377,7 +377,7 @@ impl PetStoreClientBuilder {
                 }
                 let client = builder
                     .build()
-                    .map_err(|e| Error::config(format!("cannot create the HTTP client: {e}")))?;
+                    .map_err(|e| Error::config_caused("cannot create the HTTP client", e))?;
                 (client, timeout)
             }
         };
@@ -390,7 +390,7 @@ impl PetStoreClientBuilder {
         );
         let pets_url = base_url
             .join("pets")
-            .map_err(|e| Error::config(format!("cannot form the pets URL: {e}")))?;
+            .map_err(|e| Error::config_caused("cannot form the pets URL", e))?;
         Ok(PetStoreClient {
             inner: Arc::new(Inner {
                 http,
@@ -415,8 +415,9 @@ impl PetStoreClientBuilder {
             ))
         })?;
         let raw = &*shown(given);
-        let mut url = Url::parse(given.trim())
-            .map_err(|e| Error::config(format!("the base URL `{raw}` is not a valid URL: {e}")))?;
+        let mut url = Url::parse(given.trim()).map_err(|e| {
+            Error::config_caused(format!("the base URL `{raw}` is not a valid URL"), e)
+        })?;
         // reqwest would send them as a second `Authorization` header (Basic) beside the key.
         if !url.username().is_empty() || url.password().is_some() {
             return Err(Error::config(format!(
