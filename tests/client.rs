@@ -198,7 +198,7 @@ fn set_env(base_url: Option<&str>, api_key: Option<&str>) {
 }
 
 #[tokio::test]
-async fn from_env_reads_base_url_and_key_and_reports_what_is_unset() {
+async fn from_env_reads_base_url_and_key_and_reports_what_is_unset_or_empty() {
     let server = start().await;
     mount_list(&server, json(200, "[]"), 2).await;
     let url = base_url(&server);
@@ -216,6 +216,17 @@ async fn from_env_reads_base_url_and_key_and_reports_what_is_unset() {
     );
     let overridden = PetStoreClientBuilder::from_env().api_key(API_KEY).build();
     overridden.unwrap().list_pets().send().await.unwrap();
+
+    // The user set the variable, so the message names it.
+    set_env(Some(&url), Some(" "));
+    assert_config_error(
+        PetStoreClientBuilder::from_env(),
+        "the API key from PETSTORE_API_KEY is empty",
+    );
+    assert_config_error(
+        PetStoreClientBuilder::from_env().api_key(""),
+        "the API key is empty",
+    );
 
     let with_credentials = "https://user:hunter2@petstore.example.com/v1";
     set_env(Some(with_credentials), Some(API_KEY));
