@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, SecondsFormat, Utc};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -298,10 +299,11 @@ impl PetStoreClient {
         static WARNED: [AtomicBool; Operation::COUNT] =
             [const { AtomicBool::new(false) }; Operation::COUNT];
         if !WARNED[operation as usize].swap(true, Ordering::Relaxed) {
+            // An absent date (`None`) records no field at all.
             tracing::warn!(
                 operation = operation.name(),
-                deprecated_at = ?notice.deprecated_at,
-                sunset = ?notice.sunset,
+                deprecated_at = notice.deprecated_at.map(rfc3339),
+                sunset = notice.sunset.map(rfc3339),
                 "the Pet Store API reports this operation as deprecated; migrate before its sunset"
             );
         }
@@ -329,6 +331,11 @@ impl PetStoreClient {
             Error::connection(address(url), error)
         }
     }
+}
+
+/// A date as logs show it: RFC 3339 in UTC, to the second (`2030-12-05T00:00:00Z`).
+fn rfc3339(at: DateTime<Utc>) -> tracing::field::DisplayValue<String> {
+    tracing::field::display(at.to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
 /// The error of a call the rate discipline would hold past the instant it gives up.
