@@ -212,7 +212,7 @@ impl Error {
     /// use http::StatusCode;
     /// use petstore_client::{ApiError, Error};
     ///
-    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found"));
+    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist"));
     /// assert_eq!(error.api_error().and_then(|api| api.code()), Some("not_found"));
     /// ```
     #[must_use]
@@ -331,7 +331,7 @@ impl Error {
     ///
     /// let error = Error::from(ApiError::new(StatusCode::BAD_GATEWAY, "bad_gateway", "Upstream failed"));
     /// assert!(error.is_server_error());
-    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found"));
+    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist"));
     /// assert!(!error.is_server_error());
     /// ```
     #[must_use]

@@ -11,6 +11,7 @@ use common::{
     raw_server, refused_base_url, start, with_quota,
 };
 use http::StatusCode;
+use petstore_client::sandbox::Plan;
 use petstore_client::{Error, PetStatus, Quota, TimeoutKind};
 use wiremock::{MockServer, ResponseTemplate};
 
@@ -406,6 +407,29 @@ async fn a_refused_connection_is_a_connect_error() {
         std::error::Error::source(&error).map(ToString::to_string),
         Some(reason),
         "expected the operating system's words as the source"
+    );
+}
+
+/// The README's sample message is the one a user sees: what the sandbox answers for a pet
+/// that does not exist.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_readme_shows_the_message_of_a_missing_pet_as_the_sandbox_words_it() {
+    let sandbox = common::sandbox().await;
+    let client = builder_at(sandbox.base_url())
+        .api_key(sandbox.key(Plan::Free))
+        .build()
+        .unwrap();
+
+    let error = client.get_pet(42).send().await.unwrap_err();
+
+    let readme = include_str!("../README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        readme.contains(&error.to_string()),
+        "expected the README to show the message `{error}`"
     );
 }
 

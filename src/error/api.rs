@@ -64,7 +64,7 @@ impl ApiError {
     /// use http::StatusCode;
     /// use petstore_client::ApiError;
     ///
-    /// let api = ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found");
+    /// let api = ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist");
     /// assert_eq!(api.status(), StatusCode::NOT_FOUND);
     /// assert_eq!(api.code(), Some("not_found"));
     /// ```
