@@ -23,7 +23,8 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> petstore_client::Result<()> {
-//!     // Or PetStoreClient::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY.
+//!     // Or PetStoreClientBuilder::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY,
+//!     // with settings on top. No pacing setting is needed, for CLIs and batch jobs either.
 //!     let client = PetStoreClient::builder()
 //!         .base_url("https://petstore.example.com/v1")
 //!         .api_key("my-api-key")
