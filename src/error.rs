@@ -51,8 +51,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Each variant holds one value of its own type ([`ApiError`], [`ConnectError`],
 /// [`DecodeError`], ...) whose fields are private and read through methods, as reqwest's
-/// `Error` and the AWS SDK's `SdkError` payloads are. A later release can then add a detail to
-/// any kind, and the enum (which is `#[non_exhaustive]`) can gain kinds, without breaking a
+/// `Error` keeps its data private and the AWS SDK's `SdkError` variants hold opaque
+/// `TimeoutError`, `DispatchFailure`, ... values. A later release can then add a detail to any
+/// kind, and the enum (which is `#[non_exhaustive]`) can gain kinds, without breaking a
 /// caller; public fields could never change again. The enum stays, rather than one opaque
 /// struct with a `kind()`, so that what only one kind has (the JSON path of a decode error,
 /// the timeout that fired) sits on that kind's type instead of on a growing list of
@@ -62,14 +63,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// # Message and cause
 ///
-/// `Display` is one lowercase sentence of what failed, with the address, status or JSON path
-/// it concerns. What a lower layer said about why (the operating system's "Connection refused",
-/// the JSON parser's complaint) is the [`source()`](std::error::Error::source), not repeated in
-/// the message, as reqwest and hyper do and the Rust API Guidelines' C-GOOD-ERR and the
-/// standard library's `Error` docs recommend: an error reporter that prints the chain (anyhow's
-/// `{:#}` or `{:?}`, eyre, `tracing`) then shows each part once. The source is the root
-/// cause itself, such as the [`std::io::Error`] of a refused connection, not the layers of the
-/// HTTP stack above it, which would only repeat the address. To print the chain yourself:
+/// `Display` is one lowercase sentence without trailing punctuation (the Rust API Guidelines'
+/// C-GOOD-ERR) of what failed, with the address, status or JSON path it concerns. What a lower
+/// layer said about why (the operating system's "Connection refused", the JSON parser's
+/// complaint) is the [`source()`](std::error::Error::source), not repeated in the message: so
+/// hyper does, so reqwest does since 0.12.1 (it used to repeat it, and chains printed every
+/// cause twice), and so error reporters that print the chain (anyhow's `{:#}` and `{:?}`,
+/// eyre) expect, each part then shown once. The source is the root cause itself, such as the
+/// [`std::io::Error`] of a refused connection, not the layers of the HTTP stack above it,
+/// which would only repeat the address. To print the chain yourself:
 ///
 /// ```
 /// use std::error::Error as _;
