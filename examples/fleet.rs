@@ -608,9 +608,9 @@ mod worker {
                 }
                 Ok(Err(error)) => {
                     *tally.errors.entry(kind(&error)).or_default() += 1;
-                    if let Error::Throttled { retry_after, .. } = error {
+                    if let Error::Throttled(held) = error {
                         // Not sent: the client asked to wait longer than it would itself.
-                        let wake = tokio::time::Instant::now() + retry_after;
+                        let wake = tokio::time::Instant::now() + held.retry_after();
                         tokio::time::sleep_until(wake.min(deadline)).await;
                     }
                 }

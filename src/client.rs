@@ -163,6 +163,8 @@ impl fmt::Debug for Redacted {
 pub struct PetStoreClientBuilder {
     base_url: Option<String>,
     api_key: Option<String>,
+    /// Whether `api_key` came from `PETSTORE_API_KEY`, so that its errors name the variable.
+    api_key_from_env: bool,
     /// `None`: not set, the default applies.
     connect_timeout: Option<Option<Duration>>,
     attempt_timeout: Option<Duration>,
@@ -189,6 +191,7 @@ impl PetStoreClientBuilder {
         Self {
             base_url: None,
             api_key: None,
+            api_key_from_env: false,
             connect_timeout: None,
             attempt_timeout: Some(DEFAULT_ATTEMPT_TIMEOUT),
             call_timeout: None,
@@ -209,6 +212,7 @@ impl PetStoreClientBuilder {
         let mut builder = Self::new();
         builder.base_url = std::env::var(BASE_URL_ENV).ok();
         builder.api_key = std::env::var(API_KEY_ENV).ok();
+        builder.api_key_from_env = builder.api_key.is_some();
         builder
     }
 
@@ -225,6 +229,7 @@ impl PetStoreClientBuilder {
     /// in errors or in logs.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
+        self.api_key_from_env = false;
         self
     }
 
@@ -353,7 +358,7 @@ impl PetStoreClientBuilder {
     pub fn build(self) -> Result<PetStoreClient> {
         let base_url = self.parse_base_url()?;
         let key = self.api_key.as_deref();
-        let authorization = authorization(key)?;
+        let authorization = authorization(key, self.api_key_from_env)?;
         let user_agent = match &self.user_agent {
             Some(agent) => HeaderValue::from_str(agent)
                 .map_err(|_| Error::config("the user agent is not a valid HTTP header value"))?,
@@ -377,7 +382,7 @@ impl PetStoreClientBuilder {
                 }
                 let client = builder
                     .build()
-                    .map_err(|e| Error::config(format!("cannot create the HTTP client: {e}")))?;
+                    .map_err(|e| Error::config_caused("cannot create the HTTP client", e))?;
                 (client, timeout)
             }
         };
@@ -390,7 +395,7 @@ impl PetStoreClientBuilder {
         );
         let pets_url = base_url
             .join("pets")
-            .map_err(|e| Error::config(format!("cannot form the pets URL: {e}")))?;
+            .map_err(|e| Error::config_caused("cannot form the pets URL", e))?;
         Ok(PetStoreClient {
             inner: Arc::new(Inner {
                 http,
@@ -415,8 +420,9 @@ impl PetStoreClientBuilder {
             ))
         })?;
         let raw = &*shown(given);
-        let mut url = Url::parse(given.trim())
-            .map_err(|e| Error::config(format!("the base URL `{raw}` is not a valid URL: {e}")))?;
+        let mut url = Url::parse(given.trim()).map_err(|e| {
+            Error::config_caused(format!("the base URL `{raw}` is not a valid URL"), e)
+        })?;
         // reqwest would send them as a second `Authorization` header (Basic) beside the key.
         if !url.username().is_empty() || url.password().is_some() {
             return Err(Error::config(format!(
@@ -498,15 +504,24 @@ fn is_loopback(url: &Url) -> bool {
 }
 
 /// The `Authorization` header value, built once; marked sensitive so that `http` and
-/// `reqwest` never print it.
-fn authorization(key: Option<&str>) -> Result<HeaderValue> {
+/// `reqwest` never print it. A key `from_env` is named by its variable in errors: the user may
+/// not know that it is set, or set it empty.
+fn authorization(key: Option<&str>, from_env: bool) -> Result<HeaderValue> {
     let key = key
         .ok_or_else(|| Error::config(format!("no API key: call api_key() or set {API_KEY_ENV}")))?;
+    let the_key = if from_env {
+        format!("the API key from {API_KEY_ENV}")
+    } else {
+        "the API key".to_owned()
+    };
     if key.trim().is_empty() {
-        return Err(Error::config("the API key is empty"));
+        return Err(Error::config(format!("{the_key} is empty")));
     }
-    let unsendable =
-        || Error::config("the API key contains characters that cannot be sent in an HTTP header");
+    let unsendable = || {
+        Error::config(format!(
+            "{the_key} contains characters that cannot be sent in an HTTP header"
+        ))
+    };
     // `HeaderValue` accepts a tab, which would cut the bearer token short on the server.
     if key.chars().any(char::is_control) {
         return Err(unsendable());

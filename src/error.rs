@@ -1,10 +1,23 @@
-//! The crate's error type, and the one mapping from an HTTP error response to an error.
+//! The crate's error type: one enum of what can go wrong, each kind holding its details
+//! behind accessors.
+
+mod api;
+mod details;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use serde::Deserialize;
+
+pub use api::ApiError;
+pub(crate) use api::{is_transient_status, snippet};
+pub(crate) use details::Cause;
+use details::Link;
+pub use details::{
+    BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError,
+    InvalidArgumentError, ThrottledError, TimeoutError,
+};
 
 use crate::headers::Quota;
 
@@ -15,8 +28,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Use the predicates ([`Error::is_retryable`], [`Error::is_rate_limited`],
 /// [`Error::is_not_found`], ...) and accessors ([`Error::status`], [`Error::retry_after`],
-/// [`Error::attempts`], ...) first: they stay meaningful as variants and fields are added. Match
-/// on a variant when you need what only it holds.
+/// [`Error::attempts`], ...) first: they answer the usual questions for every kind. Match on a
+/// variant when you need what only it holds.
 ///
 /// ```no_run
 /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
@@ -27,23 +40,54 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///     Ok(pet) => println!("created {}", pet.id),
 ///     Err(e) if e.is_rate_limited() => println!("slow down; retry after {:?}", e.retry_after()),
 ///     Err(e) if e.status() == Some(StatusCode::BAD_REQUEST) => println!("rejected: {e}"),
-///     Err(Error::Decode { path, .. }) => println!("unexpected response at {path}"),
+///     Err(Error::Decode(decode)) => println!("unexpected response at {}", decode.path()),
 ///     Err(e) => return Err(e),
 /// }
 /// # Ok(())
 /// # }
 /// ```
 ///
-/// # Growing without a breaking release
+/// # One shape: a kind to match on, details behind accessors
 ///
-/// The enum and each of its struct variants are `#[non_exhaustive]`: a `match` needs a `_` arm
-/// and a variant pattern needs `..`, and only this crate builds these variants, so a later
-/// release can add variants and fields. A frozen enum (plain public fields) would make every
-/// new detail, such as the address now in [`Error::Connect`], a breaking change. A fully
-/// opaque error (reqwest's: a struct with predicates only) would hide what callers branch on
-/// today, the timeout that fired or the JSON path of a decode error, behind a growing list of
-/// accessors. [`Error::Api`] is the exception: its [`ApiError`] is opaque already, and
-/// `Error::from(ApiError::new(..))` builds one for tests of your own error handling.
+/// Each variant holds one value of its own type ([`ApiError`], [`ConnectError`],
+/// [`DecodeError`], ...) whose fields are private and read through methods, as reqwest's
+/// `Error` keeps its data private and the AWS SDK's `SdkError` variants hold opaque
+/// `TimeoutError`, `DispatchFailure`, ... values. A later release can then add a detail to any
+/// kind, and the enum (which is `#[non_exhaustive]`) can gain kinds, without breaking a
+/// caller; public fields could never change again. The enum stays, rather than one opaque
+/// struct with a `kind()`, so that what only one kind has (the JSON path of a decode error,
+/// the timeout that fired) sits on that kind's type instead of on a growing list of
+/// `Option`-returning methods of every error. Only this crate builds these values, except
+/// [`Error::Api`]: `Error::from(ApiError::new(..))` builds one for tests of your own error
+/// handling.
+///
+/// # Message and cause
+///
+/// `Display` is one lowercase sentence without trailing punctuation (the Rust API Guidelines'
+/// C-GOOD-ERR) of what failed, with the address, status or JSON path it concerns. What a lower
+/// layer said about why (the operating system's "Connection refused", the JSON parser's
+/// complaint) is the [`source()`](std::error::Error::source), not repeated in the message: so
+/// hyper does, so reqwest does since 0.12.1 (it used to repeat it, and chains printed every
+/// cause twice), and so error reporters that print the chain (anyhow's `{:#}` and `{:?}`,
+/// eyre) expect, each part then shown once. The source is the root cause itself, such as the
+/// [`std::io::Error`] of a refused connection, not the layers of the HTTP stack above it,
+/// which would only repeat the address. To print the chain yourself:
+///
+/// ```
+/// use std::error::Error as _;
+///
+/// fn chain(error: &petstore_client::Error) -> String {
+///     let mut text = error.to_string();
+///     let mut cause = error.source();
+///     while let Some(inner) = cause {
+///         text = format!("{text}: {inner}");
+///         cause = inner.source();
+///     }
+///     text
+/// }
+/// // e.g. "could not connect to the Pet Store API at 127.0.0.1:9 (after 4 attempts):
+/// // Connection refused (os error 111)"
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -58,126 +102,49 @@ pub enum Error {
     ///
     /// It reads, for example, "the request was not sent: the rate limit allows no request for
     /// another 40s, longer than this call may wait".
-    #[error("the request was not sent: {}{}", Held(*cause, *retry_after), Attempts(*attempts))]
-    #[non_exhaustive]
-    Throttled {
-        /// How long until the service accepts requests again.
-        retry_after: Duration,
-        /// The quota the service last reported, if any.
-        quota: Option<Quota>,
-        /// Why the service asked for quiet: [`Error::is_rate_limited`] is true for
-        /// [`ThrottleCause::RateLimited`], [`Error::is_unavailable`] for
-        /// [`ThrottleCause::Unavailable`].
-        cause: ThrottleCause,
-        /// Requests this call sent before it was held back.
-        attempts: u32,
-    },
+    #[error(transparent)]
+    Throttled(ThrottledError),
 
-    /// A timeout elapsed.
-    #[error("the {kind} timeout{} elapsed{}", Of(*after), Attempts(*attempts))]
-    #[non_exhaustive]
-    Timeout {
-        /// Which timeout fired.
-        kind: TimeoutKind,
-        /// The configured duration of that timeout; `None` when it belongs to a
-        /// user-supplied `reqwest::Client`, whose settings this crate cannot read.
-        after: Option<Duration>,
-        /// Attempts made, including the one that timed out.
-        attempts: u32,
-    },
+    /// A timeout elapsed; [`TimeoutError::kind`] says which.
+    #[error(transparent)]
+    Timeout(TimeoutError),
 
     /// No connection to the service could be made; the request was not sent, so the client
     /// retries it for every method, unless the host name did not resolve (see
     /// [`RetryPolicy`](crate::RetryPolicy)).
     ///
-    /// The message names the address and the root cause, e.g. "could not connect to the Pet
-    /// Store API at 127.0.0.1:9: Connection refused (os error 111) (after 4 attempts)". As the
-    /// cause is in the message, [`source()`](std::error::Error::source) is `None`.
-    #[error("could not connect to the Pet Store API at {address}: {reason}{}", Attempts(*attempts))]
-    #[non_exhaustive]
-    Connect {
-        /// The host and port the client tried to reach, e.g. `petstore.example.com:443`.
-        address: String,
-        /// The root cause, as the operating system or the TLS library put it, e.g.
-        /// `Connection refused (os error 111)`.
-        reason: String,
-        /// Attempts made.
-        attempts: u32,
-    },
+    /// The message names the address, e.g. "could not connect to the Pet Store API at
+    /// 127.0.0.1:9 (after 4 attempts)"; [`source()`](std::error::Error::source) is the root
+    /// cause, a [`std::io::Error`] of kind
+    /// [`ConnectionRefused`](std::io::ErrorKind::ConnectionRefused) for a refused connection.
+    #[error(transparent)]
+    Connect(ConnectError),
 
     /// The connection failed after the request may have been sent (reset, closed early, body
     /// cut short), so whether the service processed it is unknown.
     ///
-    /// The message names the address and the root cause; as for [`Error::Connect`],
-    /// [`source()`](std::error::Error::source) is `None`.
-    #[error(
-        "the connection to the Pet Store API at {address} failed before the response was complete: {reason}{}",
-        Attempts(*attempts)
-    )]
-    #[non_exhaustive]
-    Connection {
-        /// The host and port of the connection, e.g. `petstore.example.com:443`.
-        address: String,
-        /// The root cause, e.g. `connection closed before message completed`.
-        reason: String,
-        /// Attempts made.
-        attempts: u32,
-    },
+    /// The message names the address; [`source()`](std::error::Error::source) is the root
+    /// cause, as for [`Error::Connect`].
+    #[error(transparent)]
+    Connection(ConnectionError),
 
-    /// A successful response whose body is not what the specification says.
-    #[error("could not decode the {operation} response at `{path}`: {message}{}", Attempts(*attempts))]
-    #[non_exhaustive]
-    Decode {
-        /// The operation (`listPets`, `createPet`, `getPet`).
-        operation: &'static str,
-        /// The HTTP status of the response.
-        status: StatusCode,
-        /// Where in the JSON document decoding failed, e.g. `[3].status` (`.` is the root).
-        path: String,
-        /// What was wrong there.
-        message: String,
-        /// The start of the body, at most 512 bytes, for diagnosis.
-        snippet: String,
-        /// Requests the call sent, this one included.
-        attempts: u32,
-    },
+    /// A successful response whose body is not what the specification says; the message names
+    /// the JSON path, [`source()`](std::error::Error::source) what was wrong there.
+    #[error(transparent)]
+    Decode(DecodeError),
 
     /// The response body was larger than the client accepts; reading stopped at the limit.
-    #[error(
-        "the response body is larger than the {limit}-byte limit (HTTP {}){}",
-        status.as_u16(),
-        Attempts(*attempts)
-    )]
-    #[non_exhaustive]
-    BodyTooLarge {
-        /// The HTTP status of the response.
-        status: StatusCode,
-        /// The configured limit, see
-        /// [`PetStoreClientBuilder::max_response_body`](crate::PetStoreClientBuilder::max_response_body).
-        limit: usize,
-        /// Requests the call sent, this one included.
-        attempts: u32,
-    },
+    #[error(transparent)]
+    BodyTooLarge(BodyTooLargeError),
 
-    /// An argument is outside what the specification allows; nothing was sent.
-    #[error("invalid {name} {value}: {expected}")]
-    #[non_exhaustive]
-    InvalidArgument {
-        /// The parameter, as the specification names it.
-        name: &'static str,
-        /// The rejected value.
-        value: String,
-        /// What the specification allows.
-        expected: &'static str,
-    },
+    /// An argument is outside what the specification allows, or could not be serialized;
+    /// nothing was sent.
+    #[error(transparent)]
+    InvalidArgument(InvalidArgumentError),
 
     /// The client could not be built from the given configuration.
-    #[error("invalid client configuration: {reason}")]
-    #[non_exhaustive]
-    Config {
-        /// What is wrong, without the API key.
-        reason: String,
-    },
+    #[error(transparent)]
+    Config(ConfigError),
 }
 
 /// Why the service asked for quiet, in an [`Error::Throttled`].
@@ -196,26 +163,6 @@ impl fmt::Display for ThrottleCause {
             Self::RateLimited => "the rate limit allows no request",
             Self::Unavailable => "the service is unavailable and asked for quiet",
         })
-    }
-}
-
-/// Formats why a request was held back and for how long: "the rate limit allows no request
-/// for another 40s, longer than this call may wait".
-struct Held(ThrottleCause, Duration);
-
-impl fmt::Display for Held {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self(cause, wait) = *self;
-        if wait.is_zero() {
-            // Held for a response still in flight, or at the deadline already.
-            write!(f, "{cause}, and this call may wait no longer")
-        } else {
-            let secs = whole_secs(wait);
-            write!(
-                f,
-                "{cause} for another {secs}s, longer than this call may wait"
-            )
-        }
     }
 }
 
@@ -248,18 +195,6 @@ impl fmt::Display for TimeoutKind {
     }
 }
 
-/// Formats " of 30s" for a known timeout.
-struct Of(Option<Duration>);
-
-impl fmt::Display for Of {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(after) => write!(f, " of {after:?}"),
-            None => Ok(()),
-        }
-    }
-}
-
 /// Formats " (after N attempts)" when more than one attempt was made.
 struct Attempts(u32);
 
@@ -279,7 +214,7 @@ impl Error {
     /// use http::StatusCode;
     /// use petstore_client::{ApiError, Error};
     ///
-    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found"));
+    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist"));
     /// assert_eq!(error.api_error().and_then(|api| api.code()), Some("not_found"));
     /// ```
     #[must_use]
@@ -383,7 +318,7 @@ impl Error {
     #[must_use]
     pub fn throttle_cause(&self) -> Option<ThrottleCause> {
         match self {
-            Self::Throttled { cause, .. } => Some(*cause),
+            Self::Throttled(held) => Some(held.cause),
             _ => None,
         }
     }
@@ -398,7 +333,7 @@ impl Error {
     ///
     /// let error = Error::from(ApiError::new(StatusCode::BAD_GATEWAY, "bad_gateway", "Upstream failed"));
     /// assert!(error.is_server_error());
-    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found"));
+    /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist"));
     /// assert!(!error.is_server_error());
     /// ```
     #[must_use]
@@ -472,22 +407,18 @@ impl Error {
     /// not resolve aside): no connection, a dropped connection, or the connect or per-attempt
     /// timeout.
     pub(crate) fn is_transient_failure(&self) -> bool {
-        matches!(
-            self,
-            Self::Connect { .. }
-                | Self::Connection { .. }
-                | Self::Timeout {
-                    kind: TimeoutKind::Connect | TimeoutKind::Attempt,
-                    ..
-                }
-        )
+        match self {
+            Self::Connect(_) | Self::Connection(_) => true,
+            Self::Timeout(timeout) => timeout.kind != TimeoutKind::Call,
+            _ => false,
+        }
     }
 
     /// Whether a timeout fired, and which.
     #[must_use]
     pub fn timeout_kind(&self) -> Option<TimeoutKind> {
         match self {
-            Self::Timeout { kind, .. } => Some(*kind),
+            Self::Timeout(timeout) => Some(timeout.kind),
             _ => None,
         }
     }
@@ -501,14 +432,7 @@ impl Error {
     /// Whether no connection could be made (refused, unreachable, connect timeout).
     #[must_use]
     pub fn is_connect(&self) -> bool {
-        matches!(
-            self,
-            Self::Connect { .. }
-                | Self::Timeout {
-                    kind: TimeoutKind::Connect,
-                    ..
-                }
-        )
+        matches!(self, Self::Connect(_)) || self.timeout_kind() == Some(TimeoutKind::Connect)
     }
 
     /// Whether a successful response could not be decoded.
@@ -522,7 +446,7 @@ impl Error {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Api(api) => api.retry_after(),
-            Self::Throttled { retry_after, .. } => Some(*retry_after),
+            Self::Throttled(held) => Some(held.retry_after),
             _ => None,
         }
     }
@@ -532,7 +456,7 @@ impl Error {
     pub fn quota(&self) -> Option<Quota> {
         match self {
             Self::Api(api) => api.quota(),
-            Self::Throttled { quota, .. } => *quota,
+            Self::Throttled(held) => held.quota,
             _ => None,
         }
     }
@@ -542,33 +466,142 @@ impl Error {
     pub fn attempts(&self) -> u32 {
         match self {
             Self::Api(api) => api.attempts(),
-            Self::Timeout { attempts, .. }
-            | Self::Connect { attempts, .. }
-            | Self::Connection { attempts, .. }
-            | Self::Decode { attempts, .. }
-            | Self::BodyTooLarge { attempts, .. }
-            | Self::Throttled { attempts, .. } => *attempts,
-            Self::InvalidArgument { .. } | Self::Config { .. } => 0,
+            Self::Throttled(held) => held.attempts,
+            Self::Timeout(timeout) => timeout.attempts,
+            Self::Connect(ConnectError(link)) | Self::Connection(ConnectionError(link)) => {
+                link.attempts
+            }
+            Self::Decode(decode) => decode.attempts,
+            Self::BodyTooLarge(large) => large.attempts,
+            Self::InvalidArgument(_) | Self::Config(_) => 0,
         }
     }
 
+    /// A call held back for `retry_after` (see [`Error::Throttled`]), before any attempt.
+    pub(crate) fn throttled(
+        retry_after: Duration,
+        quota: Option<Quota>,
+        cause: ThrottleCause,
+    ) -> Self {
+        Self::Throttled(ThrottledError {
+            retry_after,
+            quota,
+            cause,
+            attempts: 0,
+        })
+    }
+
+    /// A timeout of one attempt; `after` as for [`TimeoutError::after`].
+    pub(crate) fn timeout(kind: TimeoutKind, after: Option<Duration>) -> Self {
+        Self::Timeout(TimeoutError {
+            kind,
+            after,
+            attempts: 1,
+        })
+    }
+
+    /// No connection to `address` (`host:port`) in one attempt, for `cause`.
+    pub(crate) fn connect(
+        address: String,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Connect(ConnectError(Link::of_one_attempt(address, Arc::new(cause))))
+    }
+
+    /// The connection to `address` (`host:port`) failed mid-exchange in one attempt, for
+    /// `cause`.
+    pub(crate) fn connection(
+        address: String,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Connection(ConnectionError(Link::of_one_attempt(
+            address,
+            Arc::new(cause),
+        )))
+    }
+
+    /// A success body of `operation` that did not decode at `path`, for `cause`.
+    pub(crate) fn decode(
+        operation: &'static str,
+        status: StatusCode,
+        path: String,
+        body: &[u8],
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Decode(DecodeError {
+            operation,
+            status,
+            path,
+            snippet: snippet(body),
+            cause: Arc::new(cause),
+            attempts: 1,
+        })
+    }
+
+    /// A body over the `limit` of one attempt.
+    pub(crate) fn body_too_large(status: StatusCode, limit: usize) -> Self {
+        Self::BodyTooLarge(BodyTooLargeError {
+            status,
+            limit,
+            attempts: 1,
+        })
+    }
+
+    /// The argument `name` of `value` is not what the specification allows (`expected`).
+    pub(crate) fn invalid_argument(
+        name: &'static str,
+        value: impl Into<String>,
+        expected: &'static str,
+    ) -> Self {
+        Self::InvalidArgument(InvalidArgumentError {
+            name,
+            value: Some(value.into()),
+            expected,
+            cause: None,
+        })
+    }
+
+    /// The argument `name` could not be serialized, for `cause`.
+    pub(crate) fn unserializable(name: &'static str, expected: &'static str, cause: Cause) -> Self {
+        Self::InvalidArgument(InvalidArgumentError {
+            name,
+            value: None,
+            expected,
+            cause: Some(cause),
+        })
+    }
+
+    /// An unusable configuration; `reason` says what to change.
     pub(crate) fn config(reason: impl Into<String>) -> Self {
-        Self::Config {
+        Self::Config(ConfigError {
             reason: reason.into(),
-        }
+            cause: None,
+        })
+    }
+
+    /// An unusable configuration that a lower-level error (`cause`) reported.
+    pub(crate) fn config_caused(
+        reason: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Config(ConfigError {
+            reason: reason.into(),
+            cause: Some(Arc::new(cause)),
+        })
     }
 
     /// Records how many attempts the call made, for the error it ends with.
     pub(crate) fn with_attempts(mut self, made: u32) -> Self {
         match &mut self {
             Self::Api(api) => api.attempts = made,
-            Self::Timeout { attempts, .. }
-            | Self::Connect { attempts, .. }
-            | Self::Connection { attempts, .. }
-            | Self::Decode { attempts, .. }
-            | Self::BodyTooLarge { attempts, .. }
-            | Self::Throttled { attempts, .. } => *attempts = made,
-            Self::InvalidArgument { .. } | Self::Config { .. } => {}
+            Self::Throttled(held) => held.attempts = made,
+            Self::Timeout(timeout) => timeout.attempts = made,
+            Self::Connect(ConnectError(link)) | Self::Connection(ConnectionError(link)) => {
+                link.attempts = made;
+            }
+            Self::Decode(decode) => decode.attempts = made,
+            Self::BodyTooLarge(large) => large.attempts = made,
+            Self::InvalidArgument(_) | Self::Config(_) => {}
         }
         self
     }
@@ -580,206 +613,11 @@ impl From<ApiError> for Error {
     }
 }
 
-/// An error response from the service.
-///
-/// When the body is the specification's error object (`{code, message, status}`), its `code`
-/// and `message` are here; when it is not (an HTML page from a proxy, an empty or cut body),
-/// [`ApiError::body_snippet`] holds its start instead. The `Display` form is a sentence with
-/// the status, the service's message and code, and for a 429 the wait it asked for.
-///
-/// `ApiError::new` lets you build one to test your own error handling:
-///
-/// ```
-/// use std::time::Duration;
-/// use http::StatusCode;
-/// use petstore_client::{ApiError, Error};
-///
-/// let error = Error::from(
-///     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
-///         .with_retry_after(Duration::from_secs(30)),
-/// );
-/// assert!(error.is_rate_limited());
-/// assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
-/// assert_eq!(
-///     error.to_string(),
-///     "the Pet Store API answered 429 Too Many Requests: Rate limit exceeded \
-///      (code `rate_limited`); retry after 30s",
-/// );
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    status: StatusCode,
-    code: Option<String>,
-    message: Option<String>,
-    body_snippet: Option<String>,
-    quota: Option<Quota>,
-    retry_after: Option<Duration>,
-    attempts: u32,
-}
-
-/// The specification's error object; only `code` and `message` are used.
-#[derive(Deserialize)]
-struct ErrorObject {
-    code: String,
-    message: String,
-}
-
-const SNIPPET_BYTES: usize = 512;
-
-impl ApiError {
-    /// An error response with the specification's error object, as if the call had made one
-    /// request; add what the response's head said with [`with_retry_after`](Self::with_retry_after)
-    /// and [`with_quota`](Self::with_quota).
-    ///
-    /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::ApiError;
-    ///
-    /// let api = ApiError::new(StatusCode::NOT_FOUND, "not_found", "Pet 42 not found");
-    /// assert_eq!(api.status(), StatusCode::NOT_FOUND);
-    /// assert_eq!(api.code(), Some("not_found"));
-    /// ```
-    #[must_use]
-    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code: Some(code.into()),
-            message: Some(message.into()),
-            body_snippet: None,
-            quota: None,
-            retry_after: None,
-            attempts: 1,
-        }
-    }
-
-    /// Sets the wait the service asked for.
-    #[must_use]
-    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
-        self.retry_after = Some(retry_after);
-        self
-    }
-
-    /// Sets the quota reported with the response.
-    #[must_use]
-    pub fn with_quota(mut self, quota: Quota) -> Self {
-        self.quota = Some(quota);
-        self
-    }
-
-    /// The one mapping from an error response to an error; `retry_after` as read at its head.
-    pub(crate) fn from_response(
-        status: StatusCode,
-        body: &[u8],
-        quota: Option<Quota>,
-        retry_after: Option<Duration>,
-    ) -> Self {
-        let object = serde_json::from_slice::<ErrorObject>(body).ok();
-        let (code, message, body_snippet) = match object {
-            Some(ErrorObject { code, message }) => (Some(code), Some(message), None),
-            None => (None, None, Some(snippet(body))),
-        };
-        Self {
-            status,
-            code,
-            message,
-            body_snippet,
-            quota,
-            retry_after,
-            attempts: 1,
-        }
-    }
-
-    /// The HTTP status.
-    #[must_use]
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The error object's machine-readable `code`, when the body was the error object.
-    #[must_use]
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
-    }
-
-    /// The error object's human-readable `message`, when the body was the error object.
-    #[must_use]
-    pub fn message(&self) -> Option<&str> {
-        self.message.as_deref()
-    }
-
-    /// The start of the body (at most 512 bytes, lossily decoded), when it was not the
-    /// error object.
-    #[must_use]
-    pub fn body_snippet(&self) -> Option<&str> {
-        self.body_snippet.as_deref()
-    }
-
-    /// The quota reported with the response.
-    #[must_use]
-    pub fn quota(&self) -> Option<Quota> {
-        self.quota
-    }
-
-    /// The wait the service asked for in `Retry-After`, measured from when the response
-    /// arrived.
-    #[must_use]
-    pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
-    }
-
-    /// How many requests the call sent before giving up with this response.
-    #[must_use]
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the Pet Store API answered {}", self.status.as_u16())?;
-        if let Some(reason) = self.status.canonical_reason() {
-            write!(f, " {reason}")?;
-        }
-        match (&self.message, &self.code, &self.body_snippet) {
-            (Some(message), Some(code), _) => write!(f, ": {message} (code `{code}`)")?,
-            (_, _, Some(snippet)) if snippet.is_empty() => f.write_str(" with an empty body")?,
-            (_, _, Some(snippet)) => {
-                write!(f, " with a body that is not an error object: {snippet:?}")?
-            }
-            _ => {}
-        }
-        if let Some(wait) = self.retry_after {
-            write!(f, "; retry after {}s", whole_secs(wait))?;
-        }
-        write!(f, "{}", Attempts(self.attempts))
-    }
-}
-
-impl std::error::Error for ApiError {}
-
-/// The first [`SNIPPET_BYTES`] of a body, cut on a character boundary.
-pub(crate) fn snippet(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(SNIPPET_BYTES)]);
-    let mut text = text.into_owned();
-    if body.len() > SNIPPET_BYTES {
-        // A multi-byte character cut at the limit decodes as U+FFFD; drop it.
-        if text.ends_with('\u{FFFD}') {
-            text.pop();
-        }
-        text.push('…');
-    }
-    text
-}
-
-/// Whether a status says the failure is transient, so that the same request may succeed
-/// later: 429, 500, 502, 503 and 504. Other 5xx (501 Not Implemented, 505 HTTP Version Not
-/// Supported, ...) state a lasting condition.
-pub(crate) fn is_transient_status(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
+    use std::io;
+
     use super::*;
 
     fn api(status: u16) -> Error {
@@ -788,63 +626,43 @@ mod tests {
     }
 
     fn throttled(cause: ThrottleCause, retry_after: Duration) -> Error {
-        Error::Throttled {
-            retry_after,
-            quota: None,
-            cause,
-            attempts: 0,
-        }
+        Error::throttled(retry_after, None, cause)
     }
 
     fn timeout(kind: TimeoutKind) -> Error {
-        Error::Timeout {
-            kind,
-            after: Some(Duration::from_secs(1)),
-            attempts: 1,
-        }
+        Error::timeout(kind, Some(Duration::from_secs(1)))
     }
 
+    /// A layer above the root cause, as reqwest's and hyper's errors are.
+    #[derive(Debug, thiserror::Error)]
+    #[error("error sending request")]
+    struct Layer(#[source] io::Error);
+
     fn connect() -> Error {
-        Error::Connect {
-            address: "127.0.0.1:9".to_owned(),
-            reason: "Connection refused (os error 111)".to_owned(),
-            attempts: 1,
-        }
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        Error::connect("127.0.0.1:9".to_owned(), Layer(refused))
     }
 
     fn connection() -> Error {
-        Error::Connection {
-            address: "127.0.0.1:9".to_owned(),
-            reason: "connection closed before message completed".to_owned(),
-            attempts: 1,
-        }
+        let closed = io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed before message completed",
+        );
+        Error::connection("127.0.0.1:9".to_owned(), Layer(closed))
     }
 
     fn decode() -> Error {
-        Error::Decode {
-            operation: "listPets",
-            status: StatusCode::OK,
-            path: ".".to_owned(),
-            message: "expected a sequence".to_owned(),
-            snippet: "{}".to_owned(),
-            attempts: 1,
-        }
+        let body = b"{}";
+        let cause = serde_json::from_slice::<Vec<u8>>(body).unwrap_err();
+        Error::decode("listPets", StatusCode::OK, ".".to_owned(), body, cause)
     }
 
     fn body_too_large() -> Error {
-        Error::BodyTooLarge {
-            status: StatusCode::OK,
-            limit: 16,
-            attempts: 1,
-        }
+        Error::body_too_large(StatusCode::OK, 16)
     }
 
     fn invalid_argument() -> Error {
-        Error::InvalidArgument {
-            name: "limit",
-            value: "0".to_owned(),
-            expected: "the API accepts 1 to 100",
-        }
+        Error::invalid_argument("limit", "0", "the API accepts 1 to 100")
     }
 
     const SECS_40: Duration = Duration::from_secs(40);
@@ -985,21 +803,52 @@ mod tests {
     }
 
     #[test]
-    fn connection_failures_name_the_address_and_the_root_cause_once() {
+    fn connection_failures_name_the_address_and_keep_the_root_cause_as_the_source() {
         let refused = connect().with_attempts(4);
         assert_eq!(
             refused.to_string(),
-            "could not connect to the Pet Store API at 127.0.0.1:9: \
-             Connection refused (os error 111) (after 4 attempts)"
+            "could not connect to the Pet Store API at 127.0.0.1:9 (after 4 attempts)"
         );
-        assert!(std::error::Error::source(&refused).is_none());
+        let source = refused.source().expect("the cause as the source");
+        assert_eq!(
+            source.downcast_ref::<io::Error>().map(io::Error::kind),
+            Some(io::ErrorKind::ConnectionRefused),
+            "expected the io::Error below the layer as the source, got {source:?}"
+        );
         let closed = connection();
         assert_eq!(
             closed.to_string(),
             "the connection to the Pet Store API at 127.0.0.1:9 failed before the response was \
-             complete: connection closed before message completed"
+             complete"
         );
-        assert!(std::error::Error::source(&closed).is_none());
+        assert_eq!(
+            closed.source().map(ToString::to_string).as_deref(),
+            Some("connection closed before message completed"),
+            "expected the root cause as the source"
+        );
+    }
+
+    #[test]
+    fn no_message_repeats_its_source() {
+        for (name, error) in every_kind() {
+            if let Some(source) = error.source() {
+                assert!(
+                    !error.to_string().contains(&source.to_string()),
+                    "{name}: the message `{error}` repeats its source `{source}`"
+                );
+            }
+        }
+        let decode = decode();
+        assert_eq!(
+            decode.to_string(),
+            "could not decode the listPets response at `.`"
+        );
+        assert!(
+            decode
+                .source()
+                .is_some_and(|source| source.is::<serde_json::Error>()),
+            "expected the JSON parser's error as the source of {decode:?}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, SecondsFormat, Utc};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -14,7 +15,7 @@ use url::Url;
 
 use crate::client::PetStoreClient;
 use crate::clock;
-use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind, snippet};
+use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 use crate::headers::Deprecation;
 use crate::rate::{HeadReport, Held, Permit};
 use crate::response::Response;
@@ -98,11 +99,8 @@ impl PetStoreClient {
                 .instrument(span)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(Error::Timeout {
-                        kind: TimeoutKind::Call,
-                        after: Some(limit),
-                        attempts: attempts.load(Ordering::Relaxed),
-                    })
+                    Err(Error::timeout(TimeoutKind::Call, Some(limit))
+                        .with_attempts(attempts.load(Ordering::Relaxed)))
                 }),
             _ => run.instrument(span).await,
         }?;
@@ -221,7 +219,7 @@ impl PetStoreClient {
                 Err(error) => {
                     let unresolved = error.is_dns();
                     let error = self.transport_error(error, &call.url);
-                    if error.is_connect() || matches!(error, Error::Config { .. }) {
+                    if error.is_connect() || matches!(error, Error::Config(_)) {
                         permit.not_sent();
                     }
                     return Err(Failure { error, unresolved });
@@ -240,12 +238,7 @@ impl PetStoreClient {
                     .content_length()
                     .is_some_and(|len| len > cap as u64)
                 {
-                    return Err(Error::BodyTooLarge {
-                        status,
-                        limit: cap,
-                        attempts: 1,
-                    }
-                    .into());
+                    return Err(Error::body_too_large(status, cap).into());
                 }
                 read_body(&mut response, cap)
                     .await
@@ -267,14 +260,7 @@ impl PetStoreClient {
         match inner.attempt_timeout {
             Some(limit) => tokio::time::timeout(limit, exchange)
                 .await
-                .unwrap_or_else(|_| {
-                    Err(Error::Timeout {
-                        kind: TimeoutKind::Attempt,
-                        after: Some(limit),
-                        attempts: 1,
-                    }
-                    .into())
-                }),
+                .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Attempt, Some(limit)).into())),
             None => exchange.await,
         }
     }
@@ -287,11 +273,10 @@ impl PetStoreClient {
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
         if exchange.truncated {
-            return Err(Error::BodyTooLarge {
-                status: exchange.status,
-                limit: self.inner.max_response_body,
-                attempts: 1,
-            });
+            return Err(Error::body_too_large(
+                exchange.status,
+                self.inner.max_response_body,
+            ));
         }
         let value = value(exchange.status, &exchange.body)?;
         let deprecation = Deprecation::from_headers(&exchange.headers);
@@ -314,90 +299,63 @@ impl PetStoreClient {
         static WARNED: [AtomicBool; Operation::COUNT] =
             [const { AtomicBool::new(false) }; Operation::COUNT];
         if !WARNED[operation as usize].swap(true, Ordering::Relaxed) {
+            // An absent date (`None`) records no field at all.
             tracing::warn!(
                 operation = operation.name(),
-                deprecated_at = ?notice.deprecated_at,
-                sunset = ?notice.sunset,
+                deprecated_at = notice.deprecated_at.map(rfc3339),
+                sunset = notice.sunset.map(rfc3339),
                 "the Pet Store API reports this operation as deprecated; migrate before its sunset"
             );
         }
     }
 
     /// The error for a request to `url` that failed in transport. A connect or connection
-    /// error names the host and port and the root cause of the failure (the operating
-    /// system's or the TLS library's words), not the layers of wrappers above it.
+    /// error names the host and port, and keeps reqwest's error as its cause.
     fn transport_error(&self, error: reqwest::Error, url: &Url) -> Error {
         if error.is_builder() {
             // Nothing was sent, and sending it again cannot help.
-            return Error::config(format!(
-                "the request to {} cannot be built: {}",
-                address(url),
-                root_cause(&error)
-            ));
+            return Error::config_caused(
+                format!("the request to {} cannot be built", address(url)),
+                error,
+            );
         }
         if error.is_timeout() {
-            let connect = error.is_connect();
-            Error::Timeout {
-                kind: if connect {
-                    TimeoutKind::Connect
-                } else {
-                    TimeoutKind::Attempt
-                },
-                after: if connect {
-                    self.inner.connect_timeout
-                } else {
-                    None
-                },
-                attempts: 1,
+            if error.is_connect() {
+                Error::timeout(TimeoutKind::Connect, self.inner.connect_timeout)
+            } else {
+                Error::timeout(TimeoutKind::Attempt, None)
             }
         } else if error.is_connect() {
-            Error::Connect {
-                address: address(url),
-                reason: root_cause(&error),
-                attempts: 1,
-            }
+            Error::connect(address(url), error)
         } else {
-            Error::Connection {
-                address: address(url),
-                reason: root_cause(&error),
-                attempts: 1,
-            }
+            Error::connection(address(url), error)
         }
     }
+}
+
+/// A date as logs show it: RFC 3339 in UTC, to the second (`2030-12-05T00:00:00Z`).
+fn rfc3339(at: DateTime<Utc>) -> tracing::field::DisplayValue<String> {
+    tracing::field::display(at.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+/// The error of a call the rate discipline would hold past the instant it gives up.
+pub(crate) fn throttled(held: Held) -> Error {
+    let cause = if held.unavailable {
+        ThrottleCause::Unavailable
+    } else {
+        ThrottleCause::RateLimited
+    };
+    Error::throttled(held.retry_after, held.quota, cause)
 }
 
 /// `host:port` of a URL, the port made explicit (`petstore.example.com:443`). Never the
 /// user information, nor the path or query.
-/// The error of a call the rate discipline would hold past the instant it gives up.
-pub(crate) fn throttled(held: Held) -> Error {
-    Error::Throttled {
-        retry_after: held.retry_after,
-        quota: held.quota,
-        cause: if held.unavailable {
-            ThrottleCause::Unavailable
-        } else {
-            ThrottleCause::RateLimited
-        },
-        attempts: 0,
-    }
-}
-
 fn address(url: &Url) -> String {
     let host = url.host_str().unwrap_or_default();
     match url.port_or_known_default() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
     }
-}
-
-/// The message of the innermost error in `error`'s source chain, such as `Connection refused
-/// (os error 111)`.
-fn root_cause(error: &reqwest::Error) -> String {
-    let mut cause: &dyn std::error::Error = error;
-    while let Some(inner) = cause.source() {
-        cause = inner;
-    }
-    cause.to_string()
 }
 
 /// Reads the body up to `cap` bytes; the flag says whether there was more (left unread).
@@ -439,30 +397,26 @@ pub(crate) fn decode<T: DeserializeOwned>(
     status: StatusCode,
     body: &[u8],
 ) -> Result<T> {
-    let decode_error = |path: String, message: String| Error::Decode {
-        operation: operation.name(),
-        status,
-        path,
-        message,
-        snippet: snippet(body),
-        attempts: 1,
-    };
+    let operation = operation.name();
     let text = std::str::from_utf8(body)
-        .map_err(|e| decode_error(".".to_owned(), format!("the body is not UTF-8: {e}")))?;
+        .map_err(|e| Error::decode(operation, status, ".".to_owned(), body, e))?;
     serde_json::from_str(text).map_err(|error| {
-        let (path, message) = locate::<T>(text, &error);
-        decode_error(path, message)
+        let (path, error) = locate::<T>(text, error);
+        Error::decode(operation, status, path, body, error)
     })
 }
 
 /// Where in the document decoding failed, and why.
 #[cold]
-fn locate<T: DeserializeOwned>(text: &str, error: &serde_json::Error) -> (String, String) {
+fn locate<T: DeserializeOwned>(
+    text: &str,
+    error: serde_json::Error,
+) -> (String, serde_json::Error) {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
-        Err(located) => (located.path().to_string(), located.into_inner().to_string()),
+        Err(located) => (located.path().to_string(), located.into_inner()),
         // Trailing data is only caught by the first pass.
-        Ok(_) => (".".to_owned(), error.to_string()),
+        Ok(_) => (".".to_owned(), error),
     }
 }
 
@@ -487,7 +441,7 @@ mod tests {
 
         let error = client.transport_error(unbuildable, &url);
 
-        assert!(matches!(error, Error::Config { .. }), "{error:?}");
+        assert!(matches!(error, Error::Config(_)), "{error:?}");
         assert!(error.to_string().contains("127.0.0.1:9"), "{error}");
         assert_eq!(
             classify_failure(&Method::GET, &error.into()),

@@ -23,7 +23,8 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> petstore_client::Result<()> {
-//!     // Or PetStoreClient::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY.
+//!     // Or PetStoreClientBuilder::from_env(), reading PETSTORE_BASE_URL and PETSTORE_API_KEY,
+//!     // with settings on top. No pacing setting is needed, for CLIs and batch jobs either.
 //!     let client = PetStoreClient::builder()
 //!         .base_url("https://petstore.example.com/v1")
 //!         .api_key("my-api-key")
@@ -50,20 +51,21 @@
 //!
 //! Every call returns [`Result<T>`](Result). An [`Error::Api`] keeps what the service said
 //! (status as an [`http::StatusCode`](::http::StatusCode), `code`, `message`, quota and `Retry-After`); transport
-//! failures (with the address and the operating system's reason), timeouts (and which one
-//! fired), decode errors (with the JSON path) and invalid arguments (caught before anything is
-//! sent) are variants of their own. Predicates answer the usual questions without a `match`:
-//! [`Error::is_retryable`], [`Error::is_rate_limited`], [`Error::is_server_error`],
-//! [`Error::is_not_found`], [`Error::is_invalid_argument`], ... The enum and its variants are
-//! `#[non_exhaustive]`, so that they can grow without a breaking release: match a variant
-//! with `..`.
+//! failures (with the address, and the operating system's error as the `source()`), timeouts
+//! (and which one fired), decode errors (with the JSON path) and invalid arguments (caught
+//! before anything is sent) are variants of their own. Predicates answer the usual questions
+//! without a `match`: [`Error::is_retryable`], [`Error::is_rate_limited`],
+//! [`Error::is_server_error`], [`Error::is_not_found`], [`Error::is_invalid_argument`], ...
+//! The enum is `#[non_exhaustive]` and each variant holds its details behind accessors
+//! ([`DecodeError::path`], [`TimeoutError::kind`], ...), so that both can grow without a
+//! breaking release.
 //!
 //! ```no_run
 //! # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
 //! use petstore_client::Error;
 //!
 //! match client.list_pets().limit(500).send().await {
-//!     Err(Error::InvalidArgument { name, .. }) => assert_eq!(name, "limit"),
+//!     Err(Error::InvalidArgument(invalid)) => assert_eq!(invalid.name(), "limit"),
 //!     Err(e) if e.is_retryable() => println!("try again later: {e}"),
 //!     other => println!("{other:?}"),
 //! }
@@ -159,7 +161,10 @@ mod retry;
 /// (`http::StatusCode`, which reqwest uses too).
 pub use ::http::StatusCode;
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
-pub use error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
+pub use error::{
+    ApiError, BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError, Error,
+    InvalidArgumentError, Result, ThrottleCause, ThrottledError, TimeoutError, TimeoutKind,
+};
 pub use headers::{Deprecation, Quota};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
 pub use pets::{CreatePet, GetPet, ListPets};

@@ -1,5 +1,7 @@
 //! The three operations of the specification, one owned request builder each.
 
+use std::sync::Arc;
+
 use crate::client::PetStoreClient;
 use crate::error::{Error, Result};
 use http::Method;
@@ -156,19 +158,19 @@ impl ListPets {
         if let Some(limit) = self.limit
             && !LIMIT_RANGE.contains(&limit)
         {
-            return Err(Error::InvalidArgument {
-                name: "limit",
-                value: limit.to_string(),
-                expected: "the API accepts 1 to 100",
-            });
+            return Err(Error::invalid_argument(
+                "limit",
+                limit.to_string(),
+                "the API accepts 1 to 100",
+            ));
         }
         if let Some(status) = self.status.as_ref().filter(|status| !status.is_known()) {
             // A value decoded earlier from the service; the specification allows only three.
-            return Err(Error::InvalidArgument {
-                name: "status",
-                value: status.as_str().to_owned(),
-                expected: "the API accepts available, pending or sold",
-            });
+            return Err(Error::invalid_argument(
+                "status",
+                status.as_str(),
+                "the API accepts available, pending or sold",
+            ));
         }
         if self.limit.is_some() || self.status.is_some() {
             let mut query = url.query_pairs_mut();
@@ -203,10 +205,8 @@ pub struct CreatePet {
 
 impl CreatePet {
     fn into_call(self) -> Result<(PetStoreClient, Call)> {
-        let body = serde_json::to_vec(&self.pet).map_err(|e| Error::InvalidArgument {
-            name: "pet",
-            value: e.to_string(),
-            expected: "a pet that serializes to JSON",
+        let body = serde_json::to_vec(&self.pet).map_err(|e| {
+            Error::unserializable("pet", "a pet that serializes to JSON", Arc::new(e))
         })?;
         let call = Call {
             operation: Operation::CreatePet,

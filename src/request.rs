@@ -2,6 +2,8 @@
 //! through the same path as the typed operations, so that they share the key's rate
 //! discipline.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::Method;
 use serde::Serialize;
@@ -9,7 +11,7 @@ use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::client::PetStoreClient;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Result};
 use crate::http::{Call, Operation};
 use crate::response::Response;
 use crate::retry::RetryPolicy;
@@ -73,8 +75,9 @@ pub struct RawRequest {
     query: String,
     body: Option<Bytes>,
     retry: Option<RetryPolicy>,
-    /// The first argument that could not be serialized.
-    invalid: Option<(&'static str, String)>,
+    /// The first argument that could not be serialized: its name, what it must be, and why
+    /// it is not.
+    invalid: Option<(&'static str, &'static str, Cause)>,
 }
 
 impl RawRequest {
@@ -106,7 +109,7 @@ impl RawRequest {
                 }
                 self.query.push_str(&pairs);
             }
-            Err(error) => self.reject("query", error.to_string()),
+            Err(error) => self.reject("query", "a flat list of name and value pairs", error),
         }
         self
     }
@@ -115,7 +118,7 @@ impl RawRequest {
     pub fn json<B: Serialize + ?Sized>(mut self, body: &B) -> Self {
         match serde_json::to_vec(body) {
             Ok(body) => self.body = Some(Bytes::from(body)),
-            Err(error) => self.reject("body", error.to_string()),
+            Err(error) => self.reject("body", "a value that serializes to JSON", error),
         }
         self
     }
@@ -158,17 +161,19 @@ impl RawRequest {
         client.execute_bytes(call).await
     }
 
-    fn reject(&mut self, name: &'static str, reason: String) {
-        self.invalid.get_or_insert((name, reason));
+    fn reject(
+        &mut self,
+        name: &'static str,
+        expected: &'static str,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) {
+        self.invalid
+            .get_or_insert_with(|| (name, expected, Arc::new(cause)));
     }
 
     fn into_call(self) -> Result<(PetStoreClient, Call)> {
-        if let Some((name, reason)) = self.invalid {
-            return Err(Error::InvalidArgument {
-                name,
-                value: reason,
-                expected: "a value that serializes (query: a flat list of name and value pairs)",
-            });
+        if let Some((name, expected, cause)) = self.invalid {
+            return Err(Error::unserializable(name, expected, cause));
         }
         let mut url = resolve(&self.client.inner.base_url, &self.path)?;
         url.set_query(Some(self.query.as_str()).filter(|query| !query.is_empty()));
@@ -187,11 +192,7 @@ impl RawRequest {
 /// elsewhere or outside the API's version: a scheme or host, `//host`, a backslash, `.` or
 /// `..` segments (also percent-encoded), a query or fragment. Percent-encoding is kept.
 fn resolve(base: &Url, path: &str) -> Result<Url> {
-    let invalid = |expected: &'static str| Error::InvalidArgument {
-        name: "path",
-        value: path.to_owned(),
-        expected,
-    };
+    let invalid = |expected: &'static str| Error::invalid_argument("path", path, expected);
     if path.starts_with("//") || path.contains("://") || path.contains('\\') {
         return Err(invalid(
             "a path under the base URL, such as `store/orders`: no scheme or host",
@@ -255,6 +256,41 @@ mod tests {
     }
 
     #[test]
+    fn a_query_that_does_not_serialize_keeps_the_serializer_error_as_the_source() {
+        let client = PetStoreClient::builder()
+            .base_url("http://127.0.0.1:9/v1")
+            .api_key("FAKE-key")
+            .build()
+            .unwrap();
+
+        let Err(error) = client
+            .request(Method::GET, "store/orders")
+            .query(&5)
+            .into_call()
+        else {
+            panic!("expected a number to be refused as a query");
+        };
+
+        let Error::InvalidArgument(invalid) = &error else {
+            panic!("expected an invalid argument, got {error:?}");
+        };
+        assert_eq!(
+            (invalid.name(), invalid.value()),
+            ("query", None),
+            "expected the query named, with no value to show"
+        );
+        assert_eq!(
+            error.to_string(),
+            "invalid query: a flat list of name and value pairs"
+        );
+        let source = std::error::Error::source(&error).expect("the serializer's error");
+        assert!(
+            source.is::<serde_urlencoded::ser::Error>(),
+            "expected the serializer's error as the source, got {source:?}"
+        );
+    }
+
+    #[test]
     fn paths_that_could_leave_the_base_url_are_refused() {
         for path in [
             "https://evil.example/steal",
@@ -275,7 +311,7 @@ mod tests {
         ] {
             let error = resolve(&base(), path).unwrap_err();
             assert!(
-                matches!(error, Error::InvalidArgument { name: "path", .. }),
+                matches!(&error, Error::InvalidArgument(invalid) if invalid.name() == "path"),
                 "{path:?}: {error:?}"
             );
         }

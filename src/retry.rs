@@ -284,6 +284,8 @@ fn is_repeatable(method: &Method) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
+
     use crate::error::TimeoutKind;
 
     fn secs(s: f64) -> Duration {
@@ -402,42 +404,31 @@ mod tests {
             floor: Duration::ZERO,
         };
         let connect_failures = [
-            Error::Connect {
-                address: "127.0.0.1:9".to_owned(),
-                reason: "Connection refused (os error 111)".to_owned(),
-                attempts: 1,
-            },
-            Error::Timeout {
-                kind: TimeoutKind::Connect,
-                after: Some(Duration::from_secs(1)),
-                attempts: 1,
-            },
+            Error::connect(
+                "127.0.0.1:9".to_owned(),
+                io::Error::from(io::ErrorKind::ConnectionRefused),
+            ),
+            Error::timeout(TimeoutKind::Connect, Some(Duration::from_secs(1))),
         ];
         for failure in connect_failures.map(Failure::from) {
             assert_eq!(classify_failure(&Method::GET, &failure), retry);
             assert_eq!(classify_failure(&Method::POST, &failure), retry);
         }
         let after_sending = [
-            Error::Connection {
-                address: "127.0.0.1:9".to_owned(),
-                reason: "Connection reset by peer (os error 104)".to_owned(),
-                attempts: 1,
-            },
-            Error::Timeout {
-                kind: TimeoutKind::Attempt,
-                after: Some(Duration::from_secs(1)),
-                attempts: 1,
-            },
+            Error::connection(
+                "127.0.0.1:9".to_owned(),
+                io::Error::from(io::ErrorKind::ConnectionReset),
+            ),
+            Error::timeout(TimeoutKind::Attempt, Some(Duration::from_secs(1))),
         ];
         for failure in after_sending.map(Failure::from) {
             assert_eq!(classify_failure(&Method::GET, &failure), retry);
             assert_eq!(classify_failure(&Method::POST, &failure), Action::Finish);
         }
-        let call_timeout = Failure::from(Error::Timeout {
-            kind: TimeoutKind::Call,
-            after: Some(Duration::from_secs(1)),
-            attempts: 1,
-        });
+        let call_timeout = Failure::from(Error::timeout(
+            TimeoutKind::Call,
+            Some(Duration::from_secs(1)),
+        ));
         assert_eq!(
             classify_failure(&Method::GET, &call_timeout),
             Action::Finish
@@ -447,12 +438,10 @@ mod tests {
     #[test]
     fn a_host_name_that_does_not_resolve_is_not_retried() {
         let unresolved = Failure {
-            error: Error::Connect {
-                address: "petstore.invalid:443".to_owned(),
-                reason: "failed to lookup address information: Name or service not known"
-                    .to_owned(),
-                attempts: 1,
-            },
+            error: Error::connect(
+                "petstore.invalid:443".to_owned(),
+                io::Error::other("failed to lookup address information: Name or service not known"),
+            ),
             unresolved: true,
         };
         for method in [Method::GET, Method::POST] {

@@ -137,12 +137,9 @@ async fn a_hold_longer_than_the_call_may_wait_fails_at_once_as_rate_limited() {
     );
     assert!(
         matches!(
-            held,
-            Error::Throttled {
-                cause: ThrottleCause::RateLimited,
-                attempts: 0,
-                ..
-            }
+            &held,
+            Error::Throttled(throttled)
+                if (throttled.cause(), throttled.attempts()) == (ThrottleCause::RateLimited, 0)
         ),
         "expected a rate-limited hold with no attempt, got {held:?}"
     );

@@ -9,7 +9,8 @@ use common::{
 };
 use wiremock::ResponseTemplate;
 
-fn deprecation_warnings(captured: &Captured, operation: &str) -> usize {
+/// The deprecation warnings logged for `operation`.
+fn deprecation_warning_lines(captured: &Captured, operation: &str) -> Vec<String> {
     captured
         .text()
         .lines()
@@ -17,7 +18,12 @@ fn deprecation_warnings(captured: &Captured, operation: &str) -> usize {
             line.contains("WARN") && line.contains("reports this operation as deprecated")
         })
         .filter(|line| line.contains(&format!("operation=\"{operation}\"")))
-        .count()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn deprecation_warnings(captured: &Captured, operation: &str) -> usize {
+    deprecation_warning_lines(captured, operation).len()
 }
 
 fn deprecated(template: ResponseTemplate) -> ResponseTemplate {
@@ -60,6 +66,11 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
         1,
         "expected one warning for getPet"
     );
+    let warning = &deprecation_warning_lines(&captured, "getPet")[0];
+    assert!(
+        warning.contains("deprecated_at=2023-06-30T23:59:59Z sunset=2030-12-05T00:00:00Z"),
+        "expected both dates in RFC 3339, got {warning}"
+    );
 
     first.clone().get_pet(42).send().await.unwrap();
     assert_eq!(
@@ -86,5 +97,39 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
         !captured.text().contains(API_KEY),
         "the API key leaked into the logs:\n{}",
         captured.text()
+    );
+}
+
+/// The sandbox's `getPet` sends `Sunset` and no `Deprecation`: the warning gives the one date
+/// there is. Through `PetStoreClient::request`, an operation of its own, so that the warning
+/// of the test above (once per operation per process) does not stand in its way.
+#[tokio::test]
+async fn the_deprecation_warning_shows_the_dates_there_are_and_nothing_for_the_others() {
+    let (captured, _guard) = capture(tracing::Level::WARN);
+    let server = start().await;
+    api_request("GET", PET_42)
+        .respond_with(
+            json(200, fixtures::PET_42).insert_header("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    client(&server)
+        .request(petstore_client::reqwest::Method::GET, "pets/42")
+        .send_for_bytes()
+        .await
+        .unwrap();
+
+    let warnings = deprecation_warning_lines(&captured, "request");
+    assert_eq!(warnings.len(), 1, "expected one warning, got {warnings:?}");
+    let warning = &warnings[0];
+    assert!(
+        warning.contains(" sunset=2030-12-05T00:00:00Z"),
+        "expected the sunset date in RFC 3339, got {warning}"
+    );
+    assert!(
+        !warning.contains("deprecated_at"),
+        "expected no deprecation date where the service gave none, got {warning}"
     );
 }

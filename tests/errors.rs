@@ -11,6 +11,7 @@ use common::{
     raw_server, refused_base_url, start, with_quota,
 };
 use http::StatusCode;
+use petstore_client::sandbox::Plan;
 use petstore_client::{Error, PetStatus, Quota, TimeoutKind};
 use wiremock::{MockServer, ResponseTemplate};
 
@@ -251,18 +252,24 @@ async fn the_snippet_of_a_large_body_is_bounded() {
     assert_not_an_error_object(&error, 500, &format!("{}…", "€".repeat(170)));
 }
 
-/// The fields of a decode error: operation, status, path, and the snippet.
+/// The details of a decode error: operation, status, path, and the snippet.
 fn decode_parts(error: &Error) -> (&'static str, StatusCode, &str, &str) {
     match error {
-        Error::Decode {
-            operation,
-            status,
-            path,
-            snippet,
-            ..
-        } => (operation, *status, path, snippet),
+        Error::Decode(decode) => (
+            decode.operation(),
+            decode.status(),
+            decode.path(),
+            decode.snippet(),
+        ),
         other => panic!("expected a decode error, got {other:?}"),
     }
+}
+
+/// What the JSON parser said, the source of a decode error.
+fn decode_cause(error: &Error) -> String {
+    std::error::Error::source(error)
+        .unwrap_or_else(|| panic!("expected the parser's error as the source of {error:?}"))
+        .to_string()
 }
 
 #[tokio::test]
@@ -290,8 +297,11 @@ async fn a_success_body_that_does_not_decode_names_the_json_path() {
     let error = list_error(json(200, fixtures::PETS_CATEGORY_AS_STRING)).await;
     assert_eq!(
         error.to_string(),
-        "could not decode the listPets response at `[1].categoryId`: \
-         invalid type: string \"1\", expected i64 at line 3 column 44"
+        "could not decode the listPets response at `[1].categoryId`"
+    );
+    assert_eq!(
+        decode_cause(&error),
+        "invalid type: string \"1\", expected i64 at line 3 column 44"
     );
 }
 
@@ -320,9 +330,10 @@ async fn a_pet_without_its_required_name_fails_to_decode() {
         fixtures::PET_WITHOUT_NAME,
         "expected the whole body as the snippet"
     );
+    let cause = decode_cause(&error);
     assert!(
-        error.to_string().contains("missing field `name`"),
-        "expected the error to name the missing field, got {error}"
+        cause.contains("missing field `name`"),
+        "expected the cause to name the missing field, got {cause}"
     );
 }
 
@@ -359,7 +370,7 @@ async fn a_refused_connection_is_a_connect_error() {
     let error = client.list_pets().send().await.unwrap_err();
 
     assert!(
-        matches!(error, Error::Connect { attempts: 1, .. }),
+        matches!(&error, Error::Connect(connect) if connect.attempts() == 1),
         "expected a connect error after one attempt, got {error:?}"
     );
     assert!(
@@ -381,23 +392,65 @@ async fn a_refused_connection_is_a_connect_error() {
     );
     assert_eq!(
         error.to_string(),
-        format!("could not connect to the Pet Store API at {address}: {reason}")
+        format!("could not connect to the Pet Store API at {address}")
     );
-    let Error::Connect {
-        address: actual, ..
-    } = &error
-    else {
+    let Error::Connect(connect) = &error else {
         unreachable!()
     };
     assert_eq!(
-        *actual, address,
+        connect.address(),
+        address,
         "expected the address of the refused server"
     );
-    // The root cause is in the message, so not in `source()` as well.
+    // The root cause is the source, so not in the message as well.
+    assert_eq!(
+        std::error::Error::source(&error).map(ToString::to_string),
+        Some(reason),
+        "expected the operating system's words as the source"
+    );
+}
+
+/// The README's sample message is the one a user sees: what the sandbox answers for a pet
+/// that does not exist.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_readme_shows_the_message_of_a_missing_pet_as_the_sandbox_words_it() {
+    let sandbox = common::sandbox().await;
+    let client = builder_at(sandbox.base_url())
+        .api_key(sandbox.key(Plan::Free))
+        .build()
+        .unwrap();
+
+    let error = client.get_pet(42).send().await.unwrap_err();
+
+    let readme = include_str!("../README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
-        std::error::Error::source(&error).is_none(),
-        "expected no source, got {:?}",
-        std::error::Error::source(&error)
+        readme.contains(&error.to_string()),
+        "expected the README to show the message `{error}`"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_leads_through_source_to_the_operating_system_error() {
+    let client = builder_at(refused_base_url()).build().unwrap();
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    let mut kinds = Vec::new();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            kinds.push(io.kind());
+        }
+        cause = inner.source();
+    }
+    assert!(
+        kinds.contains(&std::io::ErrorKind::ConnectionRefused),
+        "expected an io::Error of kind ConnectionRefused in the source chain of {error:?}, \
+         found io::Error kinds {kinds:?}"
     );
 }
 
@@ -417,13 +470,10 @@ async fn a_slow_response_hits_the_attempt_timeout() {
 
     assert!(
         matches!(
-            error,
-            Error::Timeout {
-                kind: TimeoutKind::Attempt,
-                after: Some(SHORT),
-                attempts: 1,
-                ..
-            }
+            &error,
+            Error::Timeout(timeout)
+                if (timeout.kind(), timeout.after(), timeout.attempts())
+                    == (TimeoutKind::Attempt, Some(SHORT), 1)
         ),
         "expected the 200ms attempt timeout on the first attempt, got {error:?}"
     );
@@ -455,13 +505,10 @@ async fn a_slow_response_hits_the_call_timeout() {
 
     assert!(
         matches!(
-            error,
-            Error::Timeout {
-                kind: TimeoutKind::Call,
-                after: Some(SHORT),
-                attempts: 1,
-                ..
-            }
+            &error,
+            Error::Timeout(timeout)
+                if (timeout.kind(), timeout.after(), timeout.attempts())
+                    == (TimeoutKind::Call, Some(SHORT), 1)
         ),
         "expected the 200ms call timeout on the first attempt, got {error:?}"
     );
@@ -480,7 +527,11 @@ async fn a_success_body_over_the_limit_is_body_too_large() {
         .unwrap();
     let error = small.list_pets().send().await.unwrap_err();
     assert!(
-        matches!(error, Error::BodyTooLarge { status: StatusCode::OK, limit, attempts: 1, .. } if limit == exact - 1),
+        matches!(
+            &error,
+            Error::BodyTooLarge(large)
+                if (large.status(), large.limit(), large.attempts()) == (StatusCode::OK, exact - 1, 1)
+        ),
         "expected a body too large for the {}-byte limit, got {error:?}",
         exact - 1
     );
@@ -532,13 +583,9 @@ async fn a_chunked_success_body_over_the_limit_is_body_too_large() {
 
     assert!(
         matches!(
-            error,
-            Error::BodyTooLarge {
-                status: StatusCode::OK,
-                limit: 10,
-                attempts: 1,
-                ..
-            }
+            &error,
+            Error::BodyTooLarge(large)
+                if (large.status(), large.limit(), large.attempts()) == (StatusCode::OK, 10, 1)
         ),
         "expected a body too large for the 10-byte limit, got {error:?}"
     );
@@ -560,7 +607,7 @@ async fn a_body_cut_short_is_a_connection_error() {
         .unwrap_err();
 
     assert!(
-        matches!(error, Error::Connection { attempts: 1, .. }),
+        matches!(&error, Error::Connection(connection) if connection.attempts() == 1),
         "expected a connection error after one attempt, got {error:?}"
     );
     assert!(
@@ -575,12 +622,12 @@ async fn a_body_cut_short_is_a_connection_error() {
         error.to_string(),
         format!(
             "the connection to the Pet Store API at {address} failed before the response was \
-             complete: end of file before message length reached"
+             complete"
         )
     );
-    assert!(
-        std::error::Error::source(&error).is_none(),
-        "expected no source, got {:?}",
-        std::error::Error::source(&error)
+    assert_eq!(
+        std::error::Error::source(&error).map(ToString::to_string),
+        Some("end of file before message length reached".to_owned()),
+        "expected hyper's words as the source"
     );
 }

@@ -170,15 +170,14 @@ async fn connection_refused_is_a_connect_error_retried_for_every_method() {
         4,
         "expected the first attempt and three retries"
     );
-    let reason = std::net::TcpStream::connect(addr).unwrap_err().to_string();
     assert_eq!(
         error.to_string(),
-        format!("could not connect to the Pet Store API at {addr}: {reason} (after 4 attempts)")
+        format!("could not connect to the Pet Store API at {addr} (after 4 attempts)")
     );
 
     let error = create(&client).await.unwrap_err();
     assert!(
-        matches!(error, Error::Connect { attempts: 4, .. }),
+        matches!(&error, Error::Connect(connect) if connect.attempts() == 4),
         "expected a connect error after four attempts of a POST, got {error:?}"
     );
 }
@@ -204,14 +203,13 @@ async fn a_host_name_that_does_not_resolve_is_not_retried() {
         create(&client).await.unwrap_err(),
     ] {
         assert!(
-            matches!(error, Error::Connect { attempts: 1, .. }),
+            matches!(&error, Error::Connect(connect) if connect.attempts() == 1),
             "expected a connect error after one attempt, got {error:?}"
         );
-        assert!(
-            error
-                .to_string()
-                .starts_with("could not connect to the Pet Store API at petstore.invalid:80: "),
-            "expected the message to name the host, got {error}"
+        assert_eq!(
+            error.to_string(),
+            "could not connect to the Pet Store API at petstore.invalid:80",
+            "expected the message to name the host"
         );
     }
     assert_eq!(start.elapsed(), Duration::ZERO, "expected no retry delay");
@@ -226,7 +224,7 @@ async fn a_dropped_connection_is_retried_for_get_only() {
 
         let error = list(&client).await.unwrap_err();
         assert!(
-            matches!(error, Error::Connection { attempts: 4, .. }),
+            matches!(&error, Error::Connection(connection) if connection.attempts() == 4),
             "expected a connection error after four attempts of a GET, got {error:?}"
         );
         assert_eq!(
@@ -237,7 +235,7 @@ async fn a_dropped_connection_is_retried_for_get_only() {
 
         let error = create(&client).await.unwrap_err();
         assert!(
-            matches!(error, Error::Connection { attempts: 1, .. }),
+            matches!(&error, Error::Connection(connection) if connection.attempts() == 1),
             "expected a connection error after the one attempt of a POST, got {error:?}"
         );
         assert_eq!(
@@ -348,13 +346,9 @@ async fn a_huge_content_length_is_refused_without_reading() {
 
     assert!(
         matches!(
-            error,
-            Error::BodyTooLarge {
-                status: StatusCode::OK,
-                limit: 1_048_576,
-                attempts: 1,
-                ..
-            }
+            &error,
+            Error::BodyTooLarge(large)
+                if (large.status(), large.limit(), large.attempts()) == (StatusCode::OK, 1_048_576, 1)
         ),
         "expected a body too large for the 1 MiB limit, got {error:?}"
     );
@@ -369,13 +363,7 @@ async fn an_endless_body_is_not_buffered_past_the_cap() {
     let error = list(&client).await.unwrap_err();
 
     assert!(
-        matches!(
-            error,
-            Error::BodyTooLarge {
-                status: StatusCode::OK,
-                ..
-            }
-        ),
+        matches!(&error, Error::BodyTooLarge(large) if large.status() == StatusCode::OK),
         "expected a body too large, got {error:?}"
     );
     // The client stopped reading at the cap: what the server managed to write is the cap plus

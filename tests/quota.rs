@@ -234,8 +234,8 @@ async fn twenty_tasks_for_a_minute(client: &PetStoreClient) -> usize {
                 {
                     match result {
                         Ok(_) => succeeded += 1,
-                        Err(Error::Throttled { retry_after, .. }) => {
-                            tokio::time::sleep(retry_after).await;
+                        Err(Error::Throttled(held)) => {
+                            tokio::time::sleep(held.retry_after()).await;
                         }
                         Err(error) => panic!("expected only successes and holds, got {error}"),
                     }

@@ -193,12 +193,12 @@ async fn a_path_that_could_leave_the_base_url_is_refused_before_anything_is_sent
             .send::<serde_json::Value>()
             .await
             .unwrap_err();
-        let Error::InvalidArgument { name, value, .. } = &error else {
+        let Error::InvalidArgument(invalid) = &error else {
             panic!("expected the path {path} to be an invalid argument, got {error:?}");
         };
         assert_eq!(
-            (*name, value.as_str()),
-            ("path", path),
+            (invalid.name(), invalid.value()),
+            ("path", Some(path)),
             "expected the name and value of the argument"
         );
         assert_eq!(
@@ -338,14 +338,11 @@ async fn a_body_that_is_not_the_type_asked_for_is_a_decode_error_with_its_path()
         .await
         .unwrap_err();
 
-    let Error::Decode {
-        operation, path, ..
-    } = &error
-    else {
+    let Error::Decode(decode) = &error else {
         panic!("expected a decode error, got {error:?}");
     };
     assert_eq!(
-        (*operation, path.as_str()),
+        (decode.operation(), decode.path()),
         ("request", "[1].id"),
         "expected the operation and JSON path of the decode error"
     );

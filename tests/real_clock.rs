@@ -51,8 +51,8 @@ async fn four_independent_instances_on_a_multi_threaded_runtime_never_get_the_ke
                 {
                     match result {
                         Ok(_) => succeeded += 1,
-                        Err(Error::Throttled { retry_after, .. }) => {
-                            tokio::time::sleep(retry_after.min(WINDOW)).await;
+                        Err(Error::Throttled(held)) => {
+                            tokio::time::sleep(held.retry_after().min(WINDOW)).await;
                         }
                         Err(error) => panic!("expected only successes and holds, got {error}"),
                     }

@@ -85,7 +85,7 @@ async fn hammer(clients: &[PetStoreClient], deadline: Instant) -> Calls {
                         Err(error) => {
                             *calls.failed.entry(error.to_string()).or_default() += 1;
                             let pause = match error {
-                                Error::Throttled { retry_after, .. } => retry_after,
+                                Error::Throttled(held) => held.retry_after(),
                                 _ => WINDOW,
                             };
                             tokio::time::sleep(pause.min(WINDOW)).await;

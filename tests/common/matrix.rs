@@ -584,7 +584,7 @@ pub async fn run(cell: &Cell) -> Figures {
                             let pause = match &error {
                                 // What an application does with a call held back: come back
                                 // when the service will take it.
-                                Error::Throttled { retry_after, .. } => *retry_after,
+                                Error::Throttled(held) => held.retry_after(),
                                 _ => Duration::from_secs(1),
                             };
                             outcomes.push(Outcome::Failed(took, kind(&error)));

@@ -1,0 +1,208 @@
+//! [`ApiError`], and the one mapping from an HTTP error response to it.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::StatusCode;
+use serde::Deserialize;
+
+use super::{Attempts, whole_secs};
+use crate::headers::Quota;
+
+/// An error response from the service.
+///
+/// When the body is the specification's error object (`{code, message, status}`), its `code`
+/// and `message` are here; when it is not (an HTML page from a proxy, an empty or cut body),
+/// [`ApiError::body_snippet`] holds its start instead. The `Display` form is a sentence with
+/// the status, the service's message and code, and for a 429 the wait it asked for.
+///
+/// `ApiError::new` lets you build one to test your own error handling:
+///
+/// ```
+/// use std::time::Duration;
+/// use http::StatusCode;
+/// use petstore_client::{ApiError, Error};
+///
+/// let error = Error::from(
+///     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
+///         .with_retry_after(Duration::from_secs(30)),
+/// );
+/// assert!(error.is_rate_limited());
+/// assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
+/// assert_eq!(
+///     error.to_string(),
+///     "the Pet Store API answered 429 Too Many Requests: Rate limit exceeded \
+///      (code `rate_limited`); retry after 30s",
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    code: Option<String>,
+    message: Option<String>,
+    body_snippet: Option<String>,
+    quota: Option<Quota>,
+    retry_after: Option<Duration>,
+    pub(super) attempts: u32,
+}
+
+/// The specification's error object; only `code` and `message` are used.
+#[derive(Deserialize)]
+struct ErrorObject {
+    code: String,
+    message: String,
+}
+
+const SNIPPET_BYTES: usize = 512;
+
+impl ApiError {
+    /// An error response with the specification's error object, as if the call had made one
+    /// request; add what the response's head said with [`with_retry_after`](Self::with_retry_after)
+    /// and [`with_quota`](Self::with_quota).
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use petstore_client::ApiError;
+    ///
+    /// let api = ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist");
+    /// assert_eq!(api.status(), StatusCode::NOT_FOUND);
+    /// assert_eq!(api.code(), Some("not_found"));
+    /// ```
+    #[must_use]
+    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code: Some(code.into()),
+            message: Some(message.into()),
+            body_snippet: None,
+            quota: None,
+            retry_after: None,
+            attempts: 1,
+        }
+    }
+
+    /// Sets the wait the service asked for.
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
+
+    /// Sets the quota reported with the response.
+    #[must_use]
+    pub fn with_quota(mut self, quota: Quota) -> Self {
+        self.quota = Some(quota);
+        self
+    }
+
+    /// The one mapping from an error response to an error; `retry_after` as read at its head.
+    pub(crate) fn from_response(
+        status: StatusCode,
+        body: &[u8],
+        quota: Option<Quota>,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let object = serde_json::from_slice::<ErrorObject>(body).ok();
+        let (code, message, body_snippet) = match object {
+            Some(ErrorObject { code, message }) => (Some(code), Some(message), None),
+            None => (None, None, Some(snippet(body))),
+        };
+        Self {
+            status,
+            code,
+            message,
+            body_snippet,
+            quota,
+            retry_after,
+            attempts: 1,
+        }
+    }
+
+    /// The HTTP status.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The error object's machine-readable `code`, when the body was the error object.
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// The error object's human-readable `message`, when the body was the error object.
+    #[must_use]
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// The start of the body (at most 512 bytes, lossily decoded), when it was not the
+    /// error object.
+    #[must_use]
+    pub fn body_snippet(&self) -> Option<&str> {
+        self.body_snippet.as_deref()
+    }
+
+    /// The quota reported with the response.
+    #[must_use]
+    pub fn quota(&self) -> Option<Quota> {
+        self.quota
+    }
+
+    /// The wait the service asked for in `Retry-After`, measured from when the response
+    /// arrived.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// How many requests the call sent before giving up with this response.
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the Pet Store API answered {}", self.status.as_u16())?;
+        if let Some(reason) = self.status.canonical_reason() {
+            write!(f, " {reason}")?;
+        }
+        match (&self.message, &self.code, &self.body_snippet) {
+            (Some(message), Some(code), _) => write!(f, ": {message} (code `{code}`)")?,
+            (_, _, Some(snippet)) if snippet.is_empty() => f.write_str(" with an empty body")?,
+            (_, _, Some(snippet)) => {
+                write!(f, " with a body that is not an error object: {snippet:?}")?
+            }
+            _ => {}
+        }
+        if let Some(wait) = self.retry_after {
+            write!(f, "; retry after {}s", whole_secs(wait))?;
+        }
+        write!(f, "{}", Attempts(self.attempts))
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The first [`SNIPPET_BYTES`] of a body, cut on a character boundary.
+pub(crate) fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(SNIPPET_BYTES)]);
+    let mut text = text.into_owned();
+    if body.len() > SNIPPET_BYTES {
+        // A multi-byte character cut at the limit decodes as U+FFFD; drop it.
+        if text.ends_with('\u{FFFD}') {
+            text.pop();
+        }
+        text.push('…');
+    }
+    text
+}
+
+/// Whether a status says the failure is transient, so that the same request may succeed
+/// later: 429, 500, 502, 503 and 504. Other 5xx (501 Not Implemented, 505 HTTP Version Not
+/// Supported, ...) state a lasting condition.
+pub(crate) fn is_transient_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
+}
