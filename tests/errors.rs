@@ -11,8 +11,8 @@ use common::{
     raw_server, refused_base_url, start, with_quota,
 };
 use http::StatusCode;
-use petstore_client::sandbox::Plan;
 use petstore_client::{Error, PetStatus, Quota, TimeoutKind};
+use petstore_sandbox::Plan;
 use wiremock::{MockServer, ResponseTemplate};
 
 /// A server that answers `GET /v1/pets` once with `template`.
