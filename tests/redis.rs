@@ -16,7 +16,7 @@ use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_server::RedisServer;
 use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
-use petstore_sandbox::{Fault, LoggedRequest, Plan, Sandbox};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
 const KEY: &str = "FAKE-fleet-key-not-a-secret";
@@ -310,6 +310,67 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
         sandbox.stats().during_cooldown()
     );
     assert_safe(&log, sandbox.stats().bans());
+}
+
+/// Issue 21: 8 calls of 300 ms with an ample budget took 2.5 s through Redis (0.3 s without):
+/// the service's "unlimited" `X-RateLimit-Limit` was stored under a field the script could not
+/// read back, so every admission was the fleet's one probe and the calls went one at a time.
+/// On the real clock: a paused clock jumps to the next timer while the runtime waits on Redis,
+/// so the store's timeout would fire and the sandbox's latency would be skipped. Calls of
+/// 300 ms keep the bound (0.45 s, against 2.4 s one at a time) clear of a loaded machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_calls_of_300_ms_with_an_unlimited_quota_overlap_through_redis() {
+    const CALLS: usize = 8;
+    const LATENCY: Duration = Duration::from_millis(300);
+    let redis = RedisServer::start();
+    let sandbox = ample_sandbox(QuotaFields::Unlimited).await;
+    sandbox.inject(Fault::latency(LATENCY));
+    let mut took = Vec::new();
+    for redis in [None, Some(redis.url())] {
+        let client = instance(&sandbox, 0, redis.as_deref());
+        // The first call finds out the budget: the others would wait for it anyway.
+        client.list_pets().limit(1).send().await.unwrap();
+        took.push(concurrently(&client, CALLS).await);
+    }
+    let [without, with] = took[..] else {
+        unreachable!("two runs")
+    };
+    println!("{CALLS} calls of {LATENCY:?}: {without:?} without Redis, {with:?} with it");
+    assert!(
+        with <= Duration::from_millis(450),
+        "expected {CALLS} concurrent calls of {LATENCY:?} through Redis to overlap (at most \
+         0.45 s), they took {with:?} ({without:?} without Redis)"
+    );
+    assert_safe(&sandbox.request_log(), sandbox.stats().bans());
+}
+
+/// A sandbox whose clock is pinned, with a budget no test here spends, showing it as `fields`.
+async fn ample_sandbox(fields: QuotaFields) -> Sandbox {
+    let ample = Plan::Enterprise {
+        per_minute: 1_000_000,
+        per_day: 100_000_000,
+    };
+    common::sandbox_builder()
+        .key(KEY, ample)
+        .quota_fields(fields)
+        .start()
+        .await
+        .expect("the sandbox starts")
+}
+
+/// How long `calls` concurrent calls of `client` take; every call must succeed.
+async fn concurrently(client: &PetStoreClient, calls: usize) -> Duration {
+    let start = Instant::now();
+    let calls: Vec<_> = (0..calls)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send().await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().expect("every call succeeds");
+    }
+    start.elapsed()
 }
 
 /// What a real-clock test asserts, however loaded the machine: no ban, and at most one

@@ -15,7 +15,7 @@ const SCRIPT: &str = include_str!("../src/rate/redis.lua");
 const NAME: &str = "petstore-client:v1:00000000000000000000000000000000";
 
 /// One window report: limit, remaining, period, ms until it ends, admission number.
-type Report = (u64, i64, i64, u64, u64);
+type Report = (u64, u64, i64, u64, u64);
 
 struct State {
     connection: MultiplexedConnection,
@@ -67,6 +67,24 @@ impl State {
 
     async fn report(&mut self, outcome: &str, reports: &[Report]) {
         self.call("report", outcome, reports).await;
+    }
+
+    /// Every field of the state, for a failure's message.
+    async fn fields(&mut self) -> Vec<(String, String)> {
+        redis::cmd("HGETALL")
+            .arg(NAME)
+            .query_async(&mut self.connection)
+            .await
+            .unwrap()
+    }
+
+    /// Forgets the state, for the next case of a test.
+    async fn clear(&mut self) {
+        let _: () = redis::cmd("DEL")
+            .arg(NAME)
+            .query_async(&mut self.connection)
+            .await
+            .unwrap();
     }
 
     /// The window of `limit`: (period, left).
@@ -212,5 +230,56 @@ async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
         state.admit(&[]).await[..2],
         [0, 0],
         "expected the others to go after the probe's normal answer"
+    );
+}
+
+/// Issue 21: Lua numbers are doubles, and `%d` of one at or above 2^63 wrote
+/// -9223372036854775808. An "unlimited" `X-RateLimit-Limit` named a field the next read could
+/// not parse, so every admission became the fleet's one probe; an "unlimited"
+/// `X-RateLimit-Remaining` was stored as spent and held the fleet until the window ended.
+#[tokio::test]
+async fn numbers_at_or_above_2_63_read_as_ample_neither_spent_nor_unknown() {
+    const TWO_63: u64 = 1 << 63;
+    let server = RedisServer::start();
+    for (limit, remaining) in [(u64::MAX, u64::MAX), (TWO_63, TWO_63), (1 << 62, TWO_63)] {
+        let mut state = State::probed(&server, (limit, remaining, 1_000, 10_000, 1)).await;
+        for n in 2..=3 {
+            let reply = state.admit(&[]).await;
+            assert_eq!(
+                reply,
+                [0, 0, n],
+                "with limit {limit} and remaining {remaining}: expected admission {n} to go, \
+                 neither held nor as the probe; the state is {:?}",
+                state.fields().await
+            );
+        }
+        state.clear().await;
+    }
+}
+
+/// Issue 21: a span too long for `%d` was written negative: a spent window said to end in
+/// u64::MAX ms read back as no window at all, so the fleet probed into it, and a quiet that
+/// long was lost at once.
+#[tokio::test]
+async fn absurdly_long_spans_hold_long_rather_than_being_lost() {
+    const DAY: i64 = 86_400_000;
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 0, 1_000, u64::MAX, 1)).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] >= DAY,
+        "expected the spent window to hold for a day at least, the reply was {reply:?} and \
+         the state is {:?}",
+        state.fields().await
+    );
+    state.clear().await;
+    let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
+    state.report(&u64::MAX.to_string(), &[]).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 1 && reply[1] >= DAY,
+        "expected the quiet to hold for a day at least, the reply was {reply:?} and the state \
+         is {:?}",
+        state.fields().await
     );
 }

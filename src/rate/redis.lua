@@ -32,6 +32,22 @@ local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
+-- Every number comes from the service through an instance, and may be anything. Lua numbers
+-- are doubles, and '%d' of one at or above 2^63 writes -9223372036854775808: each number is
+-- clamped first to an integer a double holds exactly. A budget that large is never spent; a
+-- span is at most a year, after which the state is found out again.
+local MOST = 2 ^ 53
+local YEAR = 366 * 86400 * 1000
+
+-- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
+local function clamp(value, low, high)
+  local n = tonumber(value)
+  if n == nil or n ~= n then
+    return low
+  end
+  return math.max(low, math.min(high, math.floor(n)))
+end
+
 local seq, cool, half, probe = 0, 0, 0, 0
 local windows = {}
 local fields = redis.call('HGETALL', key)
@@ -58,9 +74,11 @@ for i = 1, #fields, 2 do
 end
 
 for i = 5, #ARGV - 4, 5 do
-  local limit, left = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  local period, ends_in = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local admitted = tonumber(ARGV[i + 4])
+  local limit = clamp(ARGV[i], 0, MOST)
+  -- Never more left than the limit, as the headers are read.
+  local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
+  local period, ends_in = clamp(ARGV[i + 2], 0, MOST), clamp(ARGV[i + 3], 0, YEAR)
+  local admitted = clamp(ARGV[i + 4], 0, MOST)
   local found
   for _, w in ipairs(windows) do
     if w.limit == limit then
@@ -101,7 +119,7 @@ local asked = ARGV[4]
 if asked == 'ok' then
   half, probe = 0, 0
 elseif asked ~= '' then
-  cool = math.max(cool, now + tonumber(asked))
+  cool = math.max(cool, now + clamp(asked, 1, YEAR))
   half, probe = 1, 0
 end
 
@@ -136,7 +154,7 @@ if ARGV[1] == 'admit' then
     seq = seq + 1
     verdict = { 0, 0, seq }
     if unknown then
-      probe = now + tonumber(ARGV[3])
+      probe = now + clamp(ARGV[3], 0, YEAR)
       verdict = { 0, 1, seq }
     end
     if metered then
