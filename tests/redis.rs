@@ -218,11 +218,17 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
         );
     }
     assert!(
-        fields.iter().all(
-            |(field, _)| ["seq", "cool", "half", "probe"].contains(&field.as_str())
-                || field == &format!("w:{PER_WINDOW}")
-        ),
+        fields
+            .iter()
+            .all(
+                |(field, _)| ["seq", "cool", "half", "probe", "gone"].contains(&field.as_str())
+                    || field.starts_with("p:")
+            ),
         "expected only the fields of the state, got {fields:?}"
+    );
+    assert!(
+        fields.len() <= 9,
+        "expected five fields and four windows at most, got {fields:?}"
     );
     let ttl: i64 = redis::cmd("PTTL")
         .arg(name)
