@@ -15,8 +15,9 @@ use std::time::{Duration, SystemTime};
 use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_server::RedisServer;
+use common::slow_link::SlowLink;
 use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
-use petstore_sandbox::{Fault, LoggedRequest, Plan, Sandbox};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
 const KEY: &str = "FAKE-fleet-key-not-a-secret";
@@ -218,11 +219,17 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
         );
     }
     assert!(
-        fields.iter().all(
-            |(field, _)| ["seq", "cool", "half", "probe"].contains(&field.as_str())
-                || field == &format!("w:{PER_WINDOW}")
-        ),
+        fields
+            .iter()
+            .all(
+                |(field, _)| ["seq", "cool", "half", "probe", "gone"].contains(&field.as_str())
+                    || field.starts_with("p:")
+            ),
         "expected only the fields of the state, got {fields:?}"
+    );
+    assert!(
+        fields.len() <= 9,
+        "expected five fields and four windows at most, got {fields:?}"
     );
     let ttl: i64 = redis::cmd("PTTL")
         .arg(name)
@@ -310,6 +317,174 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
         sandbox.stats().during_cooldown()
     );
     assert_safe(&log, sandbox.stats().bans());
+}
+
+/// Issue 21: 8 calls of 300 ms with an ample budget took 2.5 s through Redis (0.3 s without):
+/// the service's "unlimited" `X-RateLimit-Limit` was stored under a field the script could not
+/// read back, so every admission was the fleet's one probe and the calls went one at a time.
+/// On the real clock: a paused clock jumps to the next timer while the runtime waits on Redis,
+/// so the store's timeout would fire and the sandbox's latency would be skipped. Calls of
+/// 300 ms keep the bound (0.45 s, against 2.4 s one at a time) clear of a loaded machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_calls_of_300_ms_with_an_unlimited_quota_overlap_through_redis() {
+    const CALLS: usize = 8;
+    const LATENCY: Duration = Duration::from_millis(300);
+    let redis = RedisServer::start();
+    let sandbox = ample_sandbox(QuotaFields::Unlimited).await;
+    sandbox.inject(Fault::latency(LATENCY));
+    let mut took = Vec::new();
+    for redis in [None, Some(redis.url())] {
+        let client = instance(&sandbox, 0, redis.as_deref());
+        // The first call finds out the budget: the others would wait for it anyway.
+        client.list_pets().limit(1).send().await.unwrap();
+        took.push(concurrently(&client, CALLS).await);
+    }
+    let [without, with] = took[..] else {
+        unreachable!("two runs")
+    };
+    println!("{CALLS} calls of {LATENCY:?}: {without:?} without Redis, {with:?} with it");
+    assert!(
+        with <= Duration::from_millis(450),
+        "expected {CALLS} concurrent calls of {LATENCY:?} through Redis to overlap (at most \
+         0.45 s), they took {with:?} ({without:?} without Redis)"
+    );
+    assert_safe(&sandbox.request_log(), sandbox.stats().bans());
+}
+
+/// Issue 21: the line's turn was held across the Redis round trip, so each call waited for the
+/// previous call's admission: behind a link of 100 ms a round trip, 8 calls of 300 ms took
+/// 1.1 s, one admission after another. Overlapping, they take a round trip and a call, 0.4 s.
+/// On the real clock, for the reasons above; the bound leaves a loaded machine room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_for_a_slow_redis_holds_no_other_call() {
+    const CALLS: usize = 8;
+    const LATENCY: Duration = Duration::from_millis(300);
+    let redis = RedisServer::start();
+    let link = SlowLink::start(redis.port(), Duration::from_millis(50)).await;
+    let sandbox = ample_sandbox(QuotaFields::XRateLimit).await;
+    sandbox.inject(Fault::latency(LATENCY));
+    let mut took = Vec::new();
+    for redis in [None, Some(format!("redis://127.0.0.1:{}/", link.port()))] {
+        let mut builder = PetStoreClient::builder()
+            .base_url(sandbox.base_url())
+            .api_key(KEY)
+            .rate_limit_scope(RateLimitScope::Client);
+        if let Some(url) = redis {
+            // Time for the connection's set-up, a few round trips, on a loaded machine.
+            let state = RedisState::new(&url)
+                .unwrap()
+                .timeout(Duration::from_secs(2));
+            builder = builder.shared_state(state);
+        }
+        let client = builder.build().unwrap();
+        client.list_pets().limit(1).send().await.unwrap();
+        took.push(concurrently(&client, CALLS).await);
+    }
+    let [without, with] = took[..] else {
+        unreachable!("two runs")
+    };
+    let admissions = script_calls(&mut redis_connection(&redis).await).await;
+    println!(
+        "{CALLS} calls of {LATENCY:?}: {without:?} without Redis, {with:?} through a Redis \
+         100 ms away ({admissions} script calls)"
+    );
+    assert!(
+        admissions > CALLS,
+        "expected every call admitted through Redis, the script ran {admissions} times"
+    );
+    assert!(
+        with <= Duration::from_millis(650),
+        "expected {CALLS} concurrent calls of {LATENCY:?} through a Redis 100 ms away to \
+         overlap (0.4 s), they took {with:?} ({without:?} without Redis)"
+    );
+}
+
+/// With the turn left during the store's round trip, every call held by the fleet would ask
+/// again when the hold ends, each every 20 ms while another instance probes: one asks, and the
+/// others wait for its answer. The test plays the other instance through the script itself.
+/// Redis is 10 ms away, so that more than one call could ask in a round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn while_another_instance_probes_one_call_per_instance_asks_again() {
+    const CALLS: usize = 8;
+    const PROBE: Duration = Duration::from_millis(400);
+    let redis = RedisServer::start();
+    let link = SlowLink::start(redis.port(), Duration::from_millis(5)).await;
+    let sandbox = ample_sandbox(QuotaFields::XRateLimit).await;
+    let url = format!("redis://127.0.0.1:{}/", link.port());
+    let client = instance(&sandbox, 0, Some(&url));
+    client.list_pets().limit(1).send().await.unwrap();
+    let mut connection = redis_connection(&redis).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("petstore-client:*")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let script = redis::Script::new(include_str!("../src/rate/redis.lua"));
+    let other = |outcome: &str, mode: &str| {
+        let mut invocation = script.key(&keys[0]);
+        invocation.arg(mode).arg("1").arg(2_000).arg(outcome);
+        let mut connection = connection.clone();
+        async move {
+            let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
+            reply
+        }
+    };
+    // Another instance met a 429 whose wait is over, and probes.
+    other("1", "report").await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let probe = other("", "admit").await;
+    assert_eq!(probe[..2], [0, 1], "expected the other instance to probe");
+
+    let before = script_calls(&mut redis_connection(&redis).await).await;
+    let start = Instant::now();
+    let calls = tokio::spawn({
+        let client = client.clone();
+        async move { concurrently(&client, CALLS).await }
+    });
+    tokio::time::sleep(PROBE).await;
+    // Its answer: no quiet, the probe is over.
+    other("ok", "report").await;
+    calls.await.unwrap();
+    let elapsed = start.elapsed();
+    let asked = script_calls(&mut redis_connection(&redis).await).await - before - 1;
+    // Each round waits 20 ms for the hold to end, then a round trip: at most one round per
+    // 20 ms, however loaded the machine; the first round and the admissions are all the calls'.
+    let rounds = (elapsed.as_millis() / 20) as usize + 1;
+    println!("{CALLS} calls held {elapsed:?} by another instance's probe: {asked} script calls");
+    assert!(
+        asked <= rounds + 2 * CALLS,
+        "expected one call to ask again per 20 ms, not all of them: {asked} script calls in \
+         {elapsed:?}"
+    );
+}
+
+/// A sandbox whose clock is pinned, with a budget no test here spends, showing it as `fields`.
+async fn ample_sandbox(fields: QuotaFields) -> Sandbox {
+    let ample = Plan::Enterprise {
+        per_minute: 1_000_000,
+        per_day: 100_000_000,
+    };
+    common::sandbox_builder()
+        .key(KEY, ample)
+        .quota_fields(fields)
+        .start()
+        .await
+        .expect("the sandbox starts")
+}
+
+/// How long `calls` concurrent calls of `client` take; every call must succeed.
+async fn concurrently(client: &PetStoreClient, calls: usize) -> Duration {
+    let start = Instant::now();
+    let calls: Vec<_> = (0..calls)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send().await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().expect("every call succeeds");
+    }
+    start.elapsed()
 }
 
 /// What a real-clock test asserts, however loaded the machine: no ban, and at most one

@@ -15,7 +15,7 @@ const SCRIPT: &str = include_str!("../src/rate/redis.lua");
 const NAME: &str = "petstore-client:v1:00000000000000000000000000000000";
 
 /// One window report: limit, remaining, period, ms until it ends, admission number.
-type Report = (u64, i64, i64, u64, u64);
+type Report = (u64, u64, i64, u64, u64);
 
 struct State {
     connection: MultiplexedConnection,
@@ -69,11 +69,29 @@ impl State {
         self.call("report", outcome, reports).await;
     }
 
-    /// The window of `limit`: (period, left).
-    async fn window(&mut self, limit: u64) -> Option<(i64, i64)> {
+    /// Every field of the state, for a failure's message.
+    async fn fields(&mut self) -> Vec<(String, String)> {
+        redis::cmd("HGETALL")
+            .arg(NAME)
+            .query_async(&mut self.connection)
+            .await
+            .unwrap()
+    }
+
+    /// Forgets the state, for the next case of a test.
+    async fn clear(&mut self) {
+        let _: () = redis::cmd("DEL")
+            .arg(NAME)
+            .query_async(&mut self.connection)
+            .await
+            .unwrap();
+    }
+
+    /// The window of `period`: (limit, left).
+    async fn window(&mut self, period: i64) -> Option<(i64, i64)> {
         let value: Option<String> = redis::cmd("HGET")
             .arg(NAME)
-            .arg(format!("w:{limit}"))
+            .arg(format!("p:{period}"))
             .query_async(&mut self.connection)
             .await
             .unwrap();
@@ -109,9 +127,9 @@ async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent
     // The probe's answer: 2 left of 60, the period ends in 10 s.
     state.report("ok", &[(60, 2, 1_000, 10_000, 1)]).await;
     assert_eq!(
-        state.window(60).await,
-        Some((1_000, 2)),
-        "expected the window's period and what is left, as the probe reported"
+        state.window(1_000).await,
+        Some((60, 2)),
+        "expected the period's window with its limit and what is left, as the probe reported"
     );
     assert_eq!(
         state.admit(&[]).await,
@@ -141,30 +159,30 @@ async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it
         );
     }
     assert_eq!(
-        state.window(60).await,
-        Some((1_000, 55)),
-        "expected the window's period and what is left after four admissions"
+        state.window(1_000).await,
+        Some((60, 55)),
+        "expected the window's limit and what is left after four admissions"
     );
     // The next period, reported late by the answer to admission 3: the two admitted after it
     // may not be counted in its 58 yet.
     state.report("", &[(60, 58, 1_060, 70_000, 3)]).await;
     assert_eq!(
-        state.window(60).await,
-        Some((1_060, 56)),
+        state.window(1_060).await,
+        Some((60, 56)),
         "expected the next period net of the two admitted after the report"
     );
     // A window the headers show for the first time (the day, now binding) opens the same way.
     state.report("", &[(1_000, 20, 90_000, 600_000, 4)]).await;
     assert_eq!(
-        state.window(1_000).await,
-        Some((90_000, 19)),
+        state.window(90_000).await,
+        Some((1_000, 19)),
         "expected the day's window net of the one admitted after the report"
     );
     // Within an open window a report only lowers what is left, as it says.
     state.report("", &[(60, 50, 1_060, 70_000, 5)]).await;
     assert_eq!(
-        state.window(60).await,
-        Some((1_060, 50)),
+        state.window(1_060).await,
+        Some((60, 50)),
         "expected the report to lower what is left"
     );
 }
@@ -182,9 +200,9 @@ async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
         "the next period is probed, not spent blind"
     );
     assert_eq!(
-        state.window(60).await.map(|(period, _)| period),
-        Some(1_000),
-        "expected the ended period to stay as it was"
+        state.window(1_000).await,
+        None,
+        "expected the ended period's window removed, not reopened by the late report"
     );
     held(&state.admit(&[]).await, 2, 2_000);
 }
@@ -212,5 +230,109 @@ async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
         state.admit(&[]).await[..2],
         [0, 0],
         "expected the others to go after the probe's normal answer"
+    );
+}
+
+/// Issue 21: Lua numbers are doubles, and `%d` of one at or above 2^63 wrote
+/// -9223372036854775808. An "unlimited" `X-RateLimit-Limit` named a field the next read could
+/// not parse, so every admission became the fleet's one probe; an "unlimited"
+/// `X-RateLimit-Remaining` was stored as spent and held the fleet until the window ended.
+#[tokio::test]
+async fn numbers_at_or_above_2_63_read_as_ample_neither_spent_nor_unknown() {
+    const TWO_63: u64 = 1 << 63;
+    let server = RedisServer::start();
+    for (limit, remaining) in [(u64::MAX, u64::MAX), (TWO_63, TWO_63), (1 << 62, TWO_63)] {
+        let mut state = State::probed(&server, (limit, remaining, 1_000, 10_000, 1)).await;
+        for n in 2..=3 {
+            let reply = state.admit(&[]).await;
+            assert_eq!(
+                reply,
+                [0, 0, n],
+                "with limit {limit} and remaining {remaining}: expected admission {n} to go, \
+                 neither held nor as the probe; the state is {:?}",
+                state.fields().await
+            );
+        }
+        state.clear().await;
+    }
+}
+
+/// Issue 21: a span too long for `%d` was written negative: a spent window said to end in
+/// u64::MAX ms read back as no window at all, so the fleet probed into it, and a quiet that
+/// long was lost at once.
+#[tokio::test]
+async fn absurdly_long_spans_hold_long_rather_than_being_lost() {
+    const DAY: i64 = 86_400_000;
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 0, 1_000, u64::MAX, 1)).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] >= DAY,
+        "expected the spent window to hold for a day at least, the reply was {reply:?} and \
+         the state is {:?}",
+        state.fields().await
+    );
+    state.clear().await;
+    let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
+    state.report(&u64::MAX.to_string(), &[]).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 1 && reply[1] >= DAY,
+        "expected the quiet to hold for a day at least, the reply was {reply:?} and the state \
+         is {:?}",
+        state.fields().await
+    );
+}
+
+/// Issue 21: windows were kept by their limit, and never removed: a service whose reported
+/// limit varies left a field per value, every one read and rewritten by each admission.
+#[tokio::test]
+async fn a_limit_that_varies_keeps_one_window_that_is_spent_exactly() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (1_000, 500, 1_000, 60_000, 1)).await;
+    for limit in 1_000..2_000 {
+        // Out of order, as answers arrive: the lowest, 10, is what is left.
+        state
+            .report("", &[(limit, 10 + limit % 7, 1_000, 60_000, 0)])
+            .await;
+    }
+    let fields = state.fields().await;
+    assert!(
+        fields.len() <= 6,
+        "expected the five fields of the state and one window at most, got {} fields: {:?}",
+        fields.len(),
+        &fields[..fields.len().min(8)]
+    );
+    for n in 2..=11 {
+        assert_eq!(
+            state.admit(&[]).await,
+            [0, 0, n],
+            "expected admission {n} to go"
+        );
+    }
+    held(&state.admit(&[]).await, 3, 60_000);
+}
+
+/// Issue 21: a window the headers show for the first time opened a field of its own, for good.
+#[tokio::test]
+async fn at_most_four_windows_are_kept_and_the_first_to_end_goes_first() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 50, 1_000, 10_000, 1)).await;
+    for i in 1..=6 {
+        state
+            .report("", &[(60 + i, 40, 1_000 + i as i64, 10_000 + i * 1_000, 0)])
+            .await;
+    }
+    let fields = state.fields().await;
+    let windows = fields.len() - 1;
+    assert!(
+        windows <= 4,
+        "expected four windows at most beside the admission count, got {fields:?}"
+    );
+    assert_eq!(
+        (state.window(1_000).await, state.window(1_006).await),
+        (None, Some((66, 40))),
+        "expected the window that ends first to go and the one that ends last to stay, the \
+         state is {fields:?}"
     );
 }

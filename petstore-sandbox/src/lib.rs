@@ -199,6 +199,9 @@ pub enum QuotaFields {
     /// The IETF fields instead: `RateLimit: "window";r=REMAINING;t=SECONDS` and
     /// `RateLimit-Policy: "window";q=LIMIT`.
     Ietf,
+    /// As specified, but `X-RateLimit-Limit` and `-Remaining` are `18446744073709551615`
+    /// (`u64::MAX`), the "unlimited" some gateways send. The plan is still enforced.
+    Unlimited,
 }
 
 impl SandboxBuilder {

@@ -338,6 +338,14 @@ fn with_quota(mut response: Response, quota: Headers, shared: &Shared) -> Respon
             }
             headers.insert("x-ratelimit-reset", HeaderValue::from(until_reset));
         }
+        QuotaFields::Unlimited => {
+            for (name, value) in x_ratelimit {
+                headers.insert(name, HeaderValue::from(value));
+            }
+            for name in ["x-ratelimit-limit", "x-ratelimit-remaining"] {
+                headers.insert(name, HeaderValue::from(u64::MAX));
+            }
+        }
         QuotaFields::Ietf => {
             let field = format!("\"window\";r={};t={until_reset}", quota.remaining);
             let policy = format!("\"window\";q={}", quota.limit);

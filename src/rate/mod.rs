@@ -206,6 +206,27 @@ impl RateLimiter {
         operation: &'static str,
         give_up_at: Instant,
     ) -> Result<Permit<'_>, Held> {
+        let mut logged = None;
+        loop {
+            let (permit, pending, metered) =
+                self.admit_here(operation, give_up_at, &mut logged).await?;
+            // The line's turn is left before the store's round trip: waiting for Redis holds
+            // no other call. Held by the fleet, the call joins the line again, where the
+            // fleet's hold now holds every call of the process.
+            if let Some(permit) = self.ask_store(permit, &pending, metered).await {
+                return Ok(permit);
+            }
+        }
+    }
+
+    /// [`admit`](Self::admit) by this process's own discipline: the permit, with the reports
+    /// to send along and whether to spend from the fleet's window budgets.
+    async fn admit_here(
+        &self,
+        operation: &'static str,
+        give_up_at: Instant,
+        logged: &mut Option<Hold>,
+    ) -> Result<(Permit<'_>, Vec<WindowReport>, bool), Held> {
         let shared = &*self.shared;
         let turn = match shared.line.join(give_up_at).await {
             Ok(turn) => turn,
@@ -213,7 +234,6 @@ impl RateLimiter {
                 return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
             }
         };
-        let mut logged = None;
         loop {
             let mut changed = pin!(shared.changed.notified());
             changed.as_mut().enable();
@@ -223,40 +243,33 @@ impl RateLimiter {
                 let decision = state.decide(self.pacing, now);
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
-                match decision {
-                    Decision::Go { probe } => {
-                        state.wire.admit(now, probe);
-                        let (pending, metered) = match self.store {
-                            Some(_) => (
-                                std::mem::take(&mut state.store.pending),
-                                self.pacing != Pacing::Off
-                                    && state.budgets.known(now) != Known::Unmetered,
-                            ),
-                            None => (Vec::new(), false),
-                        };
-                        let permit = Permit {
-                            shared,
-                            pacing: self.pacing,
-                            generation: state.gate.generation(),
-                            probe,
-                            store: self.store.as_ref(),
-                            store_probe: false,
-                            admitted: 0,
-                            settled: false,
-                        };
-                        Ok((permit, pending, metered))
+                if let Decision::Go { probe } = decision {
+                    state.wire.admit(now, probe);
+                    let mut permit = Permit {
+                        shared,
+                        pacing: self.pacing,
+                        generation: state.gate.generation(),
+                        probe,
+                        store: self.store.as_ref(),
+                        store_probe: false,
+                        asks_again: false,
+                        admitted: 0,
+                        settled: false,
+                    };
+                    if self.store.is_none() {
+                        return Ok((permit, Vec::new(), false));
                     }
-                    held => Err(held),
-                }
-            };
-            let decision = match decision {
-                Ok((permit, pending, metered)) => {
-                    match self.ask_store(permit, &pending, metered).await {
-                        Ok(permit) => return Ok(permit),
-                        Err(()) => continue,
+                    // The first request after the fleet's hold asks alone whether it is over,
+                    // so that the others do not all ask again and again.
+                    if let Some((_, hold)) = state.store.remote.take() {
+                        state.store.asking_again = Some(hold);
+                        permit.asks_again = true;
                     }
+                    let metered =
+                        self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
+                    return Ok((permit, std::mem::take(&mut state.store.pending), metered));
                 }
-                Err(decision) => decision,
+                decision
             };
             let (until, hold) = match decision {
                 Decision::Until(until, hold) => (Some(until), hold),
@@ -273,8 +286,8 @@ impl RateLimiter {
             if let Some(until) = until {
                 turn.held(until, hold);
             }
-            if logged != Some(hold) {
-                logged = Some(hold);
+            if *logged != Some(hold) {
+                *logged = Some(hold);
                 let wait = until.map(|until| until - now);
                 tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
             }
@@ -285,40 +298,48 @@ impl RateLimiter {
     }
 
     /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
-    /// `Err` if the fleet holds it (the process then holds every request as long).
+    /// `None` if the fleet holds it (the process then holds every request as long).
     async fn ask_store<'a>(
         &'a self,
         mut permit: Permit<'a>,
         pending: &[WindowReport],
         metered: bool,
-    ) -> Result<Permit<'a>, ()> {
+    ) -> Option<Permit<'a>> {
         let Some(link) = &self.store else {
-            return Ok(permit);
+            return Some(permit);
         };
         let admission = Admission {
             reports: pending,
             metered,
         };
         let verdict = link.store.admit(&link.name, admission).await;
-        self.shared.lock().store.live = verdict.is_some();
-        match verdict {
-            // Without an answer the process's own discipline decides alone.
-            None => Ok(permit),
-            Some(Verdict::Go { probe, admitted }) => {
-                permit.store_probe = probe;
-                permit.admitted = admitted;
-                Ok(permit)
+        let shared = permit.shared;
+        let (permit, wake) = {
+            let mut state = shared.lock();
+            state.store.live = verdict.is_some();
+            let answered = permit.answered(&mut state);
+            match verdict {
+                // Without an answer the process's own discipline decides alone.
+                None => (Some(permit), answered),
+                Some(Verdict::Go { probe, admitted }) => {
+                    permit.store_probe = probe;
+                    permit.admitted = admitted;
+                    (Some(permit), answered)
+                }
+                Some(Verdict::Hold(wait, hold)) => {
+                    // Another instance's probe normally answers within milliseconds.
+                    let wait = match hold {
+                        Hold::Probe => wait.min(store::PROBE_POLL),
+                        _ => wait,
+                    };
+                    // It was not sent, and the process holds every request as long.
+                    state.store.remote = Some((clock::after(wait), hold));
+                    (None, answered | permit.release(&mut state))
+                }
             }
-            Some(Verdict::Hold(wait, hold)) => {
-                // Another instance's probe normally answers within milliseconds.
-                let wait = match hold {
-                    Hold::Probe => wait.min(store::PROBE_POLL),
-                    _ => wait,
-                };
-                permit.withdraw(clock::after(wait), hold);
-                Err(())
-            }
-        }
+        };
+        shared.wake(wake);
+        permit
     }
 
     /// What held back a request at `now` by `decision`.
@@ -370,7 +391,10 @@ impl State {
             alone: self.budgets.alone(),
             wire: self.wire,
         };
-        pacer::decide(&view, pacing, now)
+        match (pacer::decide(&view, pacing, now), self.store.asking_again) {
+            (Decision::Go { .. }, Some(hold)) => Decision::ForResponse(hold),
+            (decision, _) => decision,
+        }
     }
 
     fn remember(&mut self, quota: Quota) {
@@ -412,6 +436,9 @@ pub(crate) struct Permit<'a> {
     /// The fleet admitted this request to find out a period it does not know: the others
     /// wait for its report.
     store_probe: bool,
+    /// This request asks the store whether the fleet's hold is over: the others wait for
+    /// its answer.
+    asks_again: bool,
     /// The fleet's number for this admission.
     admitted: u64,
     settled: bool,
@@ -531,16 +558,14 @@ impl Permit<'_> {
         (head, tell)
     }
 
-    /// The fleet holds the request: it was not sent, and the process holds every request
-    /// until `until` too.
-    fn withdraw(mut self, until: Instant, hold: Hold) {
-        let shared = self.shared;
-        let wake = {
-            let mut state = shared.lock();
-            state.store.remote = Some((until, hold));
-            self.release(&mut state)
-        };
-        shared.wake(wake);
+    /// The store answered, or failed to: the requests that waited for this one's answer look
+    /// again. Whether the first in line waits to hear of it.
+    fn answered(&mut self, state: &mut State) -> bool {
+        if !std::mem::take(&mut self.asks_again) {
+            return false;
+        }
+        state.store.asking_again = None;
+        state.front_waiting
     }
 
     /// The request never left: no connection could be made.
@@ -567,7 +592,7 @@ impl Drop for Permit<'_> {
         let wake = {
             let mut state = shared.lock();
             state.budgets.spend_on_doubt();
-            self.release(&mut state)
+            self.answered(&mut state) | self.release(&mut state)
         };
         shared.wake(wake);
     }

@@ -13,16 +13,21 @@
 --          request answered (0 if it was not admitted here)
 --
 -- A report says what the service had left when that request arrived. When it opens a window
--- (a new period, or a window the headers did not show before), the requests admitted after
--- it are taken off, since they went out after it and may not be counted yet. A window already
--- open counts every admission itself, and a report only ever lowers it (spending the store did
--- not see: an instance while Redis was down, a client without it).
+-- (a period not known yet: a new one, or one of a window the headers did not show before), the
+-- requests admitted after it are taken off, since they went out after it and may not be
+-- counted yet. A window already open counts every admission itself, and a report only ever
+-- lowers it (spending the store did not see: an instance while Redis was down, a client
+-- without it).
+--
+-- Windows are told apart by their period, never by their limit: a minute and a day may share
+-- one, and a service may report another limit with each answer. At most MAX_WINDOWS are kept,
+-- and a window is removed once its period has ended.
 --
 -- Fields: 'seq' (admissions so far), 'cool' (quiet until), 'half' (a quiet was asked and no
--- normal answer came since),
--- 'probe' (an instance probes until), 'w:<limit>' = '<period>:<left>:<ends>:<resolved>'; a
--- window whose period ended stays, so that a late report of that period cannot bring it back,
--- and is resolved (no longer unknown) once a later period of any window is reported.
+-- normal answer came since), 'probe' (an instance probes until), 'gone' =
+-- '<period>:<resolved>' (the latest period that ended here: a late report of it or of an
+-- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
+-- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>' for each window.
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe (seq: the admission
 -- number), {1, ms} hold for the cooldown,
@@ -32,67 +37,106 @@ local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
+-- Every number comes from the service through an instance, and may be anything. Lua numbers
+-- are doubles, and '%d' of one at or above 2^63 writes -9223372036854775808: each number is
+-- clamped first to an integer a double holds exactly. A budget that large is never spent; a
+-- span is at most a year, after which the state is found out again.
+local MOST = 2 ^ 53
+local YEAR = 366 * 86400 * 1000
+-- The specification has two windows.
+local MAX_WINDOWS = 4
+
+-- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
+local function clamp(value, low, high)
+  local n = tonumber(value)
+  if n == nil or n ~= n then
+    return low
+  end
+  return math.max(low, math.min(high, math.floor(n)))
+end
+
 local seq, cool, half, probe = 0, 0, 0, 0
+local gone, resolved = 0, true
 local windows = {}
 local fields = redis.call('HGETALL', key)
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'seq' then
-    seq = tonumber(value)
+    seq = clamp(value, 0, MOST)
   elseif field == 'cool' then
-    cool = tonumber(value)
+    cool = clamp(value, 0, MOST)
   elseif field == 'half' then
-    half = tonumber(value)
+    half = clamp(value, 0, 1)
   elseif field == 'probe' then
-    probe = tonumber(value)
+    probe = clamp(value, 0, MOST)
+  elseif field == 'gone' then
+    local period, done = string.match(value, '^(%d+):([01])$')
+    if period then
+      gone, resolved = tonumber(period), done == '1'
+    end
   else
-    local limit = string.match(field, '^w:(%d+)$')
-    local period, left, ends, resolved = string.match(value, '^(%-?%d+):(%-?%d+):(%d+):([01])$')
-    if limit and period then
+    -- What cannot be read is left out: with no window open, the state is unknown.
+    local period = string.match(field, '^p:(%d+)$')
+    local limit, left, ends = string.match(value, '^(%d+):(%-?%d+):(%d+)$')
+    if period and limit then
       windows[#windows + 1] = {
-        limit = tonumber(limit), period = tonumber(period),
-        left = tonumber(left), ends = tonumber(ends), resolved = resolved == '1',
+        period = tonumber(period), limit = tonumber(limit), left = tonumber(left),
+        ends = tonumber(ends),
       }
     end
   end
 end
 
-for i = 5, #ARGV - 4, 5 do
-  local limit, left = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  local period, ends_in = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local admitted = tonumber(ARGV[i + 4])
-  local found
-  for _, w in ipairs(windows) do
-    if w.limit == limit then
-      found = w
-    end
+-- A window whose period has ended goes, and the state is unknown until a later period is
+-- reported: the headers show only the window that binds.
+local open = {}
+for _, w in ipairs(windows) do
+  if w.ends > now then
+    open[#open + 1] = w
+  else
+    gone, resolved = math.max(gone, w.period), false
   end
-  -- Stale: a later period is known, or this one is over here.
-  local stale = found and (period < found.period or (period == found.period and found.ends <= now))
-  -- A period that was over when its answer arrived says nothing about the next.
-  if ends_in > 0 and not stale then
+end
+windows = open
+
+for i = 5, #ARGV - 4, 5 do
+  local limit = clamp(ARGV[i], 0, MOST)
+  -- Never more left than the limit, as the headers are read.
+  local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
+  local period, ends_in = clamp(ARGV[i + 2], 0, MOST), clamp(ARGV[i + 3], 0, YEAR)
+  local admitted = clamp(ARGV[i + 4], 0, MOST)
+  -- A period that was over when its answer arrived says nothing about the next, and one that
+  -- ended here stays ended.
+  if ends_in > 0 and period > gone then
     -- Every window whose period ended is resolved by a report of a period still on: the
     -- headers show the window that binds, so one not shown has at least this much left.
+    resolved = true
+    local found
     for _, w in ipairs(windows) do
-      if w.ends <= now then
-        w.resolved = true
+      if w.period == period then
+        found = w
       end
     end
-  end
-  if ends_in > 0 and not stale and found and found.period == period then
-    -- Answers arrive out of order: the lowest report wins, never a higher one.
-    found.left = math.min(found.left, left)
-    found.ends = math.max(found.ends, now + ends_in)
-  elseif ends_in > 0 and not stale then
-    if admitted > 0 and admitted <= seq then
-      left = left - (seq - admitted)
-    end
     if found then
-      found.period, found.left, found.ends, found.resolved = period, left, now + ends_in, false
+      -- Answers arrive out of order: the lowest report wins, never a higher one.
+      found.limit = math.min(found.limit, limit)
+      found.left = math.min(found.left, left)
+      found.ends = math.max(found.ends, now + ends_in)
     else
-      windows[#windows + 1] = {
-        limit = limit, period = period, left = left, ends = now + ends_in, resolved = false,
-      }
+      if admitted > 0 and admitted <= seq then
+        left = left - (seq - admitted)
+      end
+      if #windows == MAX_WINDOWS then
+        -- The window that ends first has the least to say about what is left.
+        local first = 1
+        for j, w in ipairs(windows) do
+          if w.ends < windows[first].ends then
+            first = j
+          end
+        end
+        table.remove(windows, first)
+      end
+      windows[#windows + 1] = { period = period, limit = limit, left = left, ends = now + ends_in }
     end
   end
 end
@@ -101,29 +145,20 @@ local asked = ARGV[4]
 if asked == 'ok' then
   half, probe = 0, 0
 elseif asked ~= '' then
-  cool = math.max(cool, now + tonumber(asked))
+  cool = math.max(cool, now + clamp(asked, 1, YEAR))
   half, probe = 1, 0
 end
 
 local verdict = { 0, 0 }
 if ARGV[1] == 'admit' then
   local metered = ARGV[2] == '1'
-  local unknown = half == 1
+  local unknown = half == 1 or (metered and (not resolved or #windows == 0))
   local spent_until = 0
   if metered then
-    local open = 0
     for _, w in ipairs(windows) do
-      if w.ends > now then
-        open = open + 1
-      elseif not w.resolved then
-        unknown = true
-      end
-      if w.ends > now and w.left <= 0 then
+      if w.left <= 0 then
         spent_until = math.max(spent_until, w.ends)
       end
-    end
-    if open == 0 then
-      unknown = true
     end
   end
   if cool > now then
@@ -136,14 +171,12 @@ if ARGV[1] == 'admit' then
     seq = seq + 1
     verdict = { 0, 0, seq }
     if unknown then
-      probe = now + tonumber(ARGV[3])
+      probe = now + clamp(ARGV[3], 0, YEAR)
       verdict = { 0, 1, seq }
     end
     if metered then
       for _, w in ipairs(windows) do
-        if w.ends > now then
-          w.left = w.left - 1
-        end
+        w.left = w.left - 1
       end
     end
   end
@@ -164,9 +197,12 @@ if probe > now then
   out[#out + 1] = 'probe'; out[#out + 1] = string.format('%d', probe)
   last = math.max(last, probe)
 end
+if gone > 0 or not resolved then
+  out[#out + 1] = 'gone'; out[#out + 1] = string.format('%d:%d', gone, resolved and 1 or 0)
+end
 for _, w in ipairs(windows) do
-  out[#out + 1] = 'w:' .. string.format('%d', w.limit)
-  out[#out + 1] = string.format('%d:%d:%d:%d', w.period, w.left, w.ends, w.resolved and 1 or 0)
+  out[#out + 1] = 'p:' .. string.format('%d', w.period)
+  out[#out + 1] = string.format('%d:%d:%d', w.limit, w.left, w.ends)
   last = math.max(last, w.ends)
 end
 if #out > 2 or seq > 0 then

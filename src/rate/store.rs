@@ -78,6 +78,9 @@ pub(crate) enum Verdict {
 pub(crate) struct Exchange {
     /// Held by the store until then.
     pub(crate) remote: Option<(Instant, Hold)>,
+    /// A request asks the store whether its hold (of this kind) is over, and the others wait
+    /// for the answer.
+    pub(crate) asking_again: Option<Hold>,
     /// Reports sent along with the next admission.
     pub(crate) pending: Vec<WindowReport>,
     /// The store answered the last admission: it meters the budget exactly, so this process

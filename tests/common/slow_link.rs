@@ -1,0 +1,80 @@
+//! A loopback TCP link that delivers every byte a fixed time after it was sent, each way, as a
+//! distant server's link would: the real server behind it is slowed, never mocked. Bytes in
+//! flight do not wait for one another, so requests sent together arrive together.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub struct SlowLink {
+    port: u16,
+    accept: JoinHandle<()>,
+}
+
+impl SlowLink {
+    /// Listens on a free loopback port and links each connection to `target_port` on loopback,
+    /// `delay` each way.
+    pub async fn start(target_port: u16, delay: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let accept = tokio::spawn(async move {
+            while let Ok((near, _)) = listener.accept().await {
+                let Ok(far) = TcpStream::connect(("127.0.0.1", target_port)).await else {
+                    continue;
+                };
+                // Nagle's algorithm would hold small writes for an acknowledgement: the delay
+                // is the link's alone.
+                let _ = (near.set_nodelay(true), far.set_nodelay(true));
+                let (near_read, near_write) = near.into_split();
+                let (far_read, far_write) = far.into_split();
+                tokio::spawn(delayed(near_read, far_write, delay));
+                tokio::spawn(delayed(far_read, near_write, delay));
+            }
+        });
+        Self { port, accept }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for SlowLink {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes.
+async fn delayed(
+    mut from: impl AsyncReadExt + Unpin,
+    mut to: impl AsyncWriteExt + Unpin + Send + 'static,
+    delay: Duration,
+) {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let deliver = tokio::spawn(async move {
+        while let Some((at, chunk)) = receiver.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut buffer = vec![0; 16 * 1024];
+    while let Ok(read @ 1..) = from.read(&mut buffer).await {
+        if sender
+            .send((Instant::now() + delay, buffer[..read].to_vec()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(sender);
+    let _ = deliver.await;
+}
