@@ -143,6 +143,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod call_info;
 mod client;
 mod clock;
 mod error;
@@ -160,6 +161,7 @@ mod retry;
 /// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
 /// (`http::StatusCode`, which reqwest uses too).
 pub use ::http::StatusCode;
+pub use call_info::{CallInfo, HoldCause};
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use error::{
     ApiError, BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError, Error,
@@ -286,7 +288,7 @@ pub mod __private {
             for (status, fields) in heads {
                 let give_up_at = crate::clock::after(policy.max_server_wait());
                 let permit = match rate.admit("listPets", give_up_at).await {
-                    Ok(permit) => permit,
+                    Ok((permit, _)) => permit,
                     Err(held) => {
                         run.held = Some(crate::http::throttled(held));
                         break;

@@ -36,7 +36,8 @@ use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
 use line::Line;
-use pacer::{Decision, Hold, View, Wire};
+pub(crate) use pacer::Hold;
+use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::store as redis_store;
 pub(crate) use store::SharedStore;
@@ -198,19 +199,24 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
-    /// Waits, first in first out, until a request may be sent. Fails with what holds it
-    /// ([`Held`]) at once when a hold would last past `give_up_at`, and at `give_up_at` when
-    /// the request is still waiting then: in line, for another request's answer, or out a hold.
+    /// Waits, first in first out, until a request may be sent, and says how long it waited
+    /// and why. Fails with what holds it ([`Held`]) at once when a hold would last past
+    /// `give_up_at`, and at `give_up_at` when the request is still waiting then: in line, for
+    /// another request's answer, or out a hold.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
         give_up_at: Instant,
-    ) -> Result<Permit<'_>, Held> {
+    ) -> Result<(Permit<'_>, Waited), Held> {
         let shared = &*self.shared;
-        let turn = match shared.line.join(give_up_at).await {
+        let mut holds = Holds::new(Instant::now());
+        let joined = shared.line.join(give_up_at).await;
+        holds.at(Instant::now(), None);
+        let turn = match joined {
             Ok(turn) => turn,
             Err((until, hold)) => {
-                return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
+                let now = Instant::now();
+                return Err(self.throttled(now, Decision::Until(until, hold), holds.end(now)));
             }
         };
         let mut logged = None;
@@ -221,6 +227,7 @@ impl RateLimiter {
             let decision = {
                 let mut state = shared.lock();
                 let decision = state.decide(self.pacing, now);
+                holds.at(now, held_by(decision, state.store.remote));
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
                 match decision {
@@ -252,7 +259,7 @@ impl RateLimiter {
             let decision = match decision {
                 Ok((permit, pending, metered)) => {
                     match self.ask_store(permit, &pending, metered).await {
-                        Ok(permit) => return Ok(permit),
+                        Ok(permit) => return Ok((permit, holds.end(Instant::now()))),
                         Err(()) => continue,
                     }
                 }
@@ -268,7 +275,7 @@ impl RateLimiter {
                 None => now >= give_up_at,
             };
             if hold == Hold::ZeroLimit || too_long {
-                return Err(self.throttled(now, decision));
+                return Err(self.throttled(now, decision, holds.end(now)));
             }
             if let Some(until) = until {
                 turn.held(until, hold);
@@ -321,8 +328,8 @@ impl RateLimiter {
         }
     }
 
-    /// What held back a request at `now` by `decision`.
-    fn throttled(&self, now: Instant, decision: Decision) -> Held {
+    /// What held back a request at `now` by `decision`, after it `waited`.
+    fn throttled(&self, now: Instant, decision: Decision, waited: Waited) -> Held {
         let state = self.shared.lock();
         let (retry_after, hold) = match decision {
             Decision::Until(until, hold) => (until.saturating_duration_since(now), Some(hold)),
@@ -341,7 +348,86 @@ impl RateLimiter {
             retry_after,
             quota: state.latest,
             unavailable,
+            waited,
         }
+    }
+}
+
+/// What held a request back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeldBy {
+    /// This process's discipline.
+    Process(Hold),
+    /// The fleet's shared state.
+    Store,
+    /// The requests ahead of it in line.
+    Line,
+}
+
+/// What `decision` holds a request by, if anything; `remote` is the fleet's hold in force.
+fn held_by(decision: Decision, remote: Option<(Instant, Hold)>) -> Option<HeldBy> {
+    match decision {
+        Decision::Go { .. } => None,
+        Decision::Until(until, hold) if remote == Some((until, hold)) => Some(HeldBy::Store),
+        Decision::Until(_, hold) | Decision::ForResponse(hold) => Some(HeldBy::Process(hold)),
+    }
+}
+
+/// How long admission held a request in all, and the longest unbroken hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waited {
+    pub(crate) total: Duration,
+    pub(crate) longest: Option<(HeldBy, Duration)>,
+}
+
+impl Waited {
+    /// Adds the wait of a later admission of the same call.
+    pub(crate) fn add(&mut self, later: Waited) {
+        self.total += later.total;
+        if let Some((by, lasted)) = later.longest {
+            self.stretch(by, lasted);
+        }
+    }
+
+    fn stretch(&mut self, by: HeldBy, lasted: Duration) {
+        if lasted > self.longest.map_or(Duration::ZERO, |(_, longest)| longest) {
+            self.longest = Some((by, lasted));
+        }
+    }
+}
+
+/// The holds of one admission as they come, one unbroken stretch at a time.
+struct Holds {
+    start: Instant,
+    current: Option<(HeldBy, Instant)>,
+    waited: Waited,
+}
+
+impl Holds {
+    /// An admission that starts at `start` by joining the line.
+    fn new(start: Instant) -> Self {
+        Self {
+            start,
+            current: Some((HeldBy::Line, start)),
+            waited: Waited::default(),
+        }
+    }
+
+    /// From `now` on the request is held by `by` (`None`: not held).
+    fn at(&mut self, now: Instant, by: Option<HeldBy>) {
+        if self.current.map(|(held_by, _)| held_by) == by {
+            return;
+        }
+        if let Some((held_by, since)) = self.current.take() {
+            self.waited.stretch(held_by, now - since);
+        }
+        self.current = by.map(|by| (by, now));
+    }
+
+    fn end(mut self, now: Instant) -> Waited {
+        self.at(now, None);
+        self.waited.total = now - self.start;
+        self.waited
     }
 }
 
@@ -354,6 +440,8 @@ pub(crate) struct Held {
     pub(crate) quota: Option<Quota>,
     /// Held by the quiet a 503 asked for, not by the rate limit.
     pub(crate) unavailable: bool,
+    /// How long it was held before it gave up.
+    pub(crate) waited: Waited,
 }
 
 impl State {
