@@ -106,6 +106,8 @@ impl PetStoreClient {
             _ => run.instrument(span).await,
         };
         let info = lock(&tally).info(start.elapsed());
+        #[cfg(feature = "metrics")]
+        self.inner.meter.call(call.operation.name(), &info);
         outcome
             .and_then(|exchange| self.finish(call.operation, exchange, info, value))
             .map_err(|e| e.with_call(info))
@@ -142,10 +144,14 @@ impl PetStoreClient {
             };
             let (permit, _) = admitted.map_err(throttled)?;
             let span = tracing::debug_span!("attempt", attempt, status = tracing::field::Empty);
+            #[cfg(feature = "metrics")]
+            let sent = Instant::now();
             let outcome = self
                 .attempt(call, permit, policy)
                 .instrument(span.clone())
                 .await;
+            #[cfg(feature = "metrics")]
+            self.meter_request(call, &outcome, sent.elapsed());
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
                     span.record("status", exchange.status.as_u16());
@@ -195,6 +201,8 @@ impl PetStoreClient {
                 delay_source = source,
                 "retrying"
             );
+            #[cfg(feature = "metrics")]
+            inner.meter.retry(operation.name());
             tokio::time::sleep(delay).await;
             lock(tally).backoff += delay;
         }
@@ -272,6 +280,28 @@ impl PetStoreClient {
                 .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Attempt, Some(limit)).into())),
             None => exchange.await,
         }
+    }
+
+    /// Records one request's outcome, and what its head said of the rate limits.
+    #[cfg(feature = "metrics")]
+    fn meter_request(&self, call: &Call, outcome: &Result<Exchange, Failure>, took: Duration) {
+        let inner = &self.inner;
+        let status = outcome.as_ref().map(|exchange| exchange.status);
+        let quota = outcome
+            .as_ref()
+            .ok()
+            .and_then(|exchange| exchange.report.quota);
+        inner.meter.request(
+            call.operation.name(),
+            &call.method,
+            status.map_err(|failure| &failure.error),
+            took,
+        );
+        if let Some(quota) = quota {
+            inner.meter.quota(quota);
+        }
+        let (instances, store_live) = inner.rate.fleet();
+        inner.meter.fleet(instances, store_live);
     }
 
     fn finish<V>(

@@ -123,6 +123,19 @@
 //! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
 //! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.
 //!
+//! Every [`Response`] and [`Error`] also tells how its call went ([`CallInfo`]): attempts, how
+//! long the rate discipline held it and why ([`HoldCause`]), backoff and total time. With the
+//! `metrics` feature, calls record through the [`metrics`](https://docs.rs/metrics) facade,
+//! for whichever exporter the application installs: `http.client.request.duration` (seconds,
+//! per request, labelled as OpenTelemetry's HTTP client conventions say:
+//! `http.request.method`, `http.response.status_code` or `error.type`, `server.address`,
+//! `server.port`, plus `petstore.operation`), `petstore.client.hold.duration` and
+//! `petstore.client.holds` (by `cause`), `petstore.client.responses.throttled` (429 and 503,
+//! by status), `petstore.client.retries`, and the gauges `petstore.client.quota.remaining`,
+//! `petstore.client.quota.limit`, `petstore.client.instances` and
+//! `petstore.client.store.live`. A facade rather than `opentelemetry`'s own API, so that the
+//! library brings no SDK and any exporter works. No label carries the API key.
+//!
 //! # Features
 //!
 //! | feature | default | what it does |
@@ -131,6 +144,7 @@
 //! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
 //! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
 //! | `redis` | no | `RedisState`: one budget and one cooldown per key shared through Redis by every instance, on any host |
+//! | `metrics` | no | counters, histograms and gauges of every call through the `metrics` facade, for any exporter |
 //!
 //! # Testing your code
 //!
@@ -149,6 +163,8 @@ mod clock;
 mod error;
 mod headers;
 mod http;
+#[cfg(feature = "metrics")]
+mod meter;
 mod models;
 mod pets;
 mod rate;

@@ -199,6 +199,15 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
+    /// How many instances are seen spending the key's budget, and whether the fleet's shared
+    /// state answered last (`None` without one).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn fleet(&self) -> (f64, Option<bool>) {
+        let state = self.shared.lock();
+        let live = self.store.as_ref().map(|_| state.store.live);
+        (state.budgets.instances(), live)
+    }
+
     /// Waits, first in first out, until a request may be sent, and says how long it waited
     /// and why. Fails with what holds it ([`Held`]) at once when a hold would last past
     /// `give_up_at`, and at `give_up_at` when the request is still waiting then: in line, for
