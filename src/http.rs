@@ -87,11 +87,15 @@ impl PetStoreClient {
         call: Call,
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
+        // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
+        // they are.
         let span = tracing::debug_span!(
             "petstore_client",
-            operation = call.operation.name(),
-            method = %call.method,
-            path = call.url.path(),
+            petstore.operation = call.operation.name(),
+            http.request.method = %call.method,
+            url.path = call.url.path(),
+            server.address = call.url.host_str(),
+            server.port = call.url.port_or_known_default(),
         );
         let start = Instant::now();
         let tally = Mutex::new(Tally::default());
@@ -143,7 +147,11 @@ impl PetStoreClient {
                 tally.attempts
             };
             let (permit, _) = admitted.map_err(throttled)?;
-            let span = tracing::debug_span!("attempt", attempt, status = tracing::field::Empty);
+            let span = tracing::debug_span!(
+                "attempt",
+                attempt,
+                http.response.status_code = tracing::field::Empty
+            );
             #[cfg(feature = "metrics")]
             let sent = Instant::now();
             let outcome = self
@@ -154,11 +162,11 @@ impl PetStoreClient {
             self.meter_request(call, &outcome, sent.elapsed());
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
-                    span.record("status", exchange.status.as_u16());
+                    span.record("http.response.status_code", exchange.status.as_u16());
                     return Ok(exchange);
                 }
                 Ok(exchange) => {
-                    span.record("status", exchange.status.as_u16());
+                    span.record("http.response.status_code", exchange.status.as_u16());
                     let report = exchange.report;
                     let error = ApiError::from_response(
                         exchange.status,

@@ -119,7 +119,9 @@
 //! # Logging
 //!
 //! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore_client` span per
-//! call (operation, method, path) with an `attempt` span per request (status), an `INFO` event
+//! call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
+//! `url.path`, `server.address`, `server.port`) with an `attempt` span per request
+//! (`attempt`, `http.response.status_code`), an `INFO` event
 //! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
 //! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.
 //!
