@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// How a call went: the requests it sent, how long the rate discipline held it and why, how
-/// long it slept between retries, and how long it took in all.
+/// long it slept between retries, how long it took in all, and the service clock's offset.
 ///
 /// [`Response::call_info`](crate::Response::call_info) and
 /// [`Error::call_info`](crate::Error::call_info) return it.
@@ -29,6 +29,8 @@ pub struct CallInfo {
     hold_cause: Option<HoldCause>,
     backoff: Duration,
     elapsed: Duration,
+    /// Whole milliseconds, so that the struct stays `Eq`.
+    clock_offset_ms: Option<i64>,
 }
 
 impl CallInfo {
@@ -46,6 +48,7 @@ impl CallInfo {
         hold_cause: Option<HoldCause>,
         backoff: Duration,
         elapsed: Duration,
+        clock_offset: Option<f64>,
     ) -> Self {
         Self {
             attempts,
@@ -53,6 +56,7 @@ impl CallInfo {
             hold_cause,
             backoff,
             elapsed,
+            clock_offset_ms: clock_offset.map(|secs| (secs * 1000.0).round() as i64),
         }
     }
 
@@ -122,6 +126,25 @@ impl CallInfo {
     #[must_use]
     pub fn elapsed(&self) -> Duration {
         self.elapsed
+    }
+
+    /// How far the service's clock was ahead of this machine's (negative: behind), in seconds
+    /// to the millisecond, as the client read it from the `Date` header of the call's last
+    /// response; the client places the service's reset times and HTTP-date `Retry-After`s by
+    /// it. `None` when no response with `Date` arrived.
+    ///
+    /// ```
+    /// # fn show(call: &petstore_client::CallInfo) {
+    /// if let Some(offset) = call.server_clock_offset() {
+    ///     if offset.abs() > 5.0 {
+    ///         println!("the service's clock is {offset:+.1} s off ours");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn server_clock_offset(&self) -> Option<f64> {
+        self.clock_offset_ms.map(|ms| ms as f64 / 1000.0)
     }
 }
 

@@ -160,6 +160,11 @@ impl PetStoreClient {
                 .await;
             #[cfg(feature = "metrics")]
             self.meter_request(call, &outcome, sent.elapsed());
+            if let Ok(exchange) = &outcome
+                && exchange.report.clock_offset.is_some()
+            {
+                lock(tally).clock_offset = exchange.report.clock_offset;
+            }
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
                     span.record("http.response.status_code", exchange.status.as_u16());
@@ -392,6 +397,7 @@ struct Tally {
     attempts: u32,
     waited: Waited,
     backoff: Duration,
+    clock_offset: Option<f64>,
 }
 
 impl Tally {
@@ -403,6 +409,7 @@ impl Tally {
             cause,
             self.backoff,
             elapsed,
+            self.clock_offset,
         )
     }
 }

@@ -155,9 +155,31 @@ async fn a_call_not_sent_tells_no_attempt_and_an_invalid_one_tells_nothing() {
         (0, Duration::ZERO, None, Duration::ZERO, Duration::ZERO),
         "expected the call to fail at once, unsent"
     );
+    assert_eq!(error.call_info().unwrap().server_clock_offset(), None);
 
     let invalid = client.list_pets().limit(0).send().await.unwrap_err();
     assert!(invalid.is_invalid_argument(), "{invalid:?}");
     assert_eq!(invalid.call_info(), None);
     assert_eq!(invalid.attempts(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_tells_the_server_clock_offset_it_read() {
+    // Not pinned: the offset is the service's clock against this machine's wall clock, which
+    // the client reads; only the sandbox's skew is fixed, and `Date`'s truncation to the
+    // second leaves the offset anywhere in the second below it.
+    let sandbox = Sandbox::builder()
+        .clock_offset(chrono::TimeDelta::seconds(-90))
+        .start()
+        .await
+        .unwrap();
+    let client = client(&sandbox, RetryPolicy::none());
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    let offset = response.call_info().server_clock_offset().unwrap();
+    assert!(
+        (-91.0..=-89.0).contains(&offset),
+        "expected the sandbox's 90 s behind, read {offset} s"
+    );
 }

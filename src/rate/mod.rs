@@ -25,7 +25,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
+use http::header::{DATE, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -493,6 +493,8 @@ pub(crate) struct HeadReport {
     pub(crate) retry_after: Option<Duration>,
     /// The quiet the response asks of every request on the key.
     pub(crate) quiet: Option<Quiet>,
+    /// Seconds the service's clock, as read from `Date`, is ahead of the local one.
+    pub(crate) clock_offset: Option<f64>,
 }
 
 /// A request admitted to the wire. Until its response head is reported it counts against the
@@ -548,9 +550,13 @@ impl Permit<'_> {
         let shared = self.shared;
         let mut report = None;
         let mut quiet_until = None;
-        let (wake, retry_after, quiet, urgent, quota) = {
+        let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
+            // Without `Date` the reading is the local clock's own.
+            let clock_offset = headers
+                .contains_key(DATE)
+                .then(|| server.offset(&shared.clock));
             let reading = Quota::read(headers, &server);
             let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
@@ -610,7 +616,8 @@ impl Permit<'_> {
                      client uses the key too; Pacing::Shared shares it without 429s"
                 );
             }
-            (self.release(&mut state), retry_after, quiet, urgent, quota)
+            let wake = self.release(&mut state);
+            (wake, retry_after, quiet, urgent, quota, clock_offset)
         };
         shared.wake(wake);
         let tell = urgent.then(|| {
@@ -624,6 +631,7 @@ impl Permit<'_> {
             quota,
             retry_after,
             quiet,
+            clock_offset,
         };
         (head, tell)
     }
