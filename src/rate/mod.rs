@@ -21,8 +21,10 @@ mod redis;
 mod registry;
 mod store;
 
+use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use http::header::{DATE, RETRY_AFTER};
@@ -218,8 +220,16 @@ impl RateLimiter {
         give_up_at: Instant,
     ) -> Result<(Permit<'_>, Waited), Held> {
         let shared = &*self.shared;
-        let mut holds = Holds::new(Instant::now());
-        let joined = shared.line.join(give_up_at).await;
+        let mut holds = Holds::default();
+        let mut join = pin!(shared.line.join(give_up_at));
+        // Polled once first, so that a call with nobody ahead records no wait in line.
+        let joined = match std::future::poll_fn(|cx| Poll::Ready(join.as_mut().poll(cx))).await {
+            Poll::Ready(joined) => joined,
+            Poll::Pending => {
+                holds.at(Instant::now(), Some(HeldBy::Line));
+                join.await
+            }
+        };
         holds.at(Instant::now(), None);
         let turn = match joined {
             Ok(turn) => turn,
@@ -394,48 +404,41 @@ impl Waited {
     pub(crate) fn add(&mut self, later: Waited) {
         self.total += later.total;
         if let Some((by, lasted)) = later.longest {
-            self.stretch(by, lasted);
+            self.keep_longest(by, lasted);
         }
     }
 
-    fn stretch(&mut self, by: HeldBy, lasted: Duration) {
+    fn keep_longest(&mut self, by: HeldBy, lasted: Duration) {
         if lasted > self.longest.map_or(Duration::ZERO, |(_, longest)| longest) {
             self.longest = Some((by, lasted));
         }
     }
 }
 
-/// The holds of one admission as they come, one unbroken stretch at a time.
+/// The holds of one admission as they come, one unbroken stretch at a time. Only holds count:
+/// the time to decide, or to ask the fleet's store, is not a hold.
+#[derive(Default)]
 struct Holds {
-    start: Instant,
     current: Option<(HeldBy, Instant)>,
     waited: Waited,
 }
 
 impl Holds {
-    /// An admission that starts at `start` by joining the line.
-    fn new(start: Instant) -> Self {
-        Self {
-            start,
-            current: Some((HeldBy::Line, start)),
-            waited: Waited::default(),
-        }
-    }
-
     /// From `now` on the request is held by `by` (`None`: not held).
     fn at(&mut self, now: Instant, by: Option<HeldBy>) {
         if self.current.map(|(held_by, _)| held_by) == by {
             return;
         }
         if let Some((held_by, since)) = self.current.take() {
-            self.waited.stretch(held_by, now - since);
+            let lasted = now - since;
+            self.waited.total += lasted;
+            self.waited.keep_longest(held_by, lasted);
         }
         self.current = by.map(|by| (by, now));
     }
 
     fn end(mut self, now: Instant) -> Waited {
         self.at(now, None);
-        self.waited.total = now - self.start;
         self.waited
     }
 }
