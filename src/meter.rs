@@ -11,6 +11,7 @@
 //! No label carries the API key, in any form: a client is told apart by `server.address`
 //! and `server.port` only.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
@@ -74,10 +75,11 @@ impl Meter {
         describe_gauge!(INSTANCES, "Instances seen spending the key's budget.");
         describe_gauge!(STORE_LIVE, "Whether the shared rate-limit store answers.");
         let port = port.map_or_else(String::new, |port| port.to_string());
+        // Shared, so that labelling a metric copies no string.
         Self {
             server: [
-                Label::new("server.address", host.to_owned()),
-                Label::new("server.port", port),
+                Label::new("server.address", Arc::<str>::from(host)),
+                Label::new("server.port", Arc::<str>::from(port)),
             ],
         }
     }
