@@ -183,3 +183,39 @@ async fn a_call_tells_the_server_clock_offset_it_read() {
         "expected the sandbox's 90 s behind, read {offset} s"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_past_a_spent_window_is_held_until_the_window_ends() {
+    let plan = Plan::Enterprise {
+        per_minute: 2,
+        per_day: 1_000,
+    };
+    let sandbox = common::sandbox_builder()
+        .key("small", plan)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "small", RetryPolicy::none())
+        .rate_limit_scope(RateLimitScope::Client)
+        .pacing(petstore_client::Pacing::Sole)
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        client.list_pets().send().await.unwrap();
+    }
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    // The sandbox's clock starts on a minute: the window ends 60 s after the first call.
+    assert_eq!(
+        told(response.call_info()),
+        (
+            1,
+            secs(60.0),
+            Some(HoldCause::SpentWindow),
+            Duration::ZERO,
+            secs(60.0)
+        ),
+        "expected the third call held until the minute window ends"
+    );
+}
