@@ -2,7 +2,6 @@
 //! pacer), the request with its headers, the bounded body read, quota and deprecation
 //! bookkeeping, classification, retries, and decoding.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use crate::client::PetStoreClient;
 use crate::clock;
 use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 use crate::headers::Deprecation;
-use crate::rate::{HeadReport, Held, HeldBy, Hold, Permit, Waited, lock};
+use crate::rate::{HeadReport, Held, HeldBy, Hold, Permit, Waited};
 use crate::response::Response;
 use crate::retry::{Action, Failure, RetryPolicy, classify_failure, classify_status};
 
@@ -98,10 +97,10 @@ impl PetStoreClient {
             server.port = call.url.port_or_known_default(),
         );
         let start = Instant::now();
-        let tally = Mutex::new(Tally::default());
+        let mut tally = Tally::default();
         let limit = self.inner.call_timeout;
         let deadline = limit.map(clock::after);
-        let run = self.run(&call, &tally, deadline);
+        let run = self.run(&call, &mut tally, deadline);
         let outcome = match (limit, deadline) {
             (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
@@ -109,7 +108,8 @@ impl PetStoreClient {
                 .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Call, Some(limit)))),
             _ => run.instrument(span).await,
         };
-        let info = lock(&tally).info(start.elapsed());
+        // The call's future is gone, ended or timed out: what it counted is readable.
+        let info = tally.info(start.elapsed());
         #[cfg(feature = "metrics")]
         self.inner.meter.call(call.operation.name(), &info);
         outcome
@@ -122,7 +122,7 @@ impl PetStoreClient {
     async fn run(
         &self,
         call: &Call,
-        tally: &Mutex<Tally>,
+        tally: &mut Tally,
         deadline: Option<Instant>,
     ) -> Result<Exchange> {
         let inner = &self.inner;
@@ -136,16 +136,12 @@ impl PetStoreClient {
         let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
             let admitted = inner.rate.admit(operation.name(), give_up_at).await;
-            let attempt = {
-                let mut tally = lock(tally);
-                let waited = match &admitted {
-                    Ok((_, waited)) => *waited,
-                    Err(held) => held.waited,
-                };
-                tally.waited.add(waited);
-                tally.attempts += u32::from(admitted.is_ok());
-                tally.attempts
-            };
+            tally.waited.add(match &admitted {
+                Ok((_, waited)) => *waited,
+                Err(held) => held.waited,
+            });
+            tally.attempts += u32::from(admitted.is_ok());
+            let attempt = tally.attempts;
             let (permit, _) = admitted.map_err(throttled)?;
             let span = tracing::debug_span!(
                 "attempt",
@@ -163,7 +159,7 @@ impl PetStoreClient {
             if let Ok(exchange) = &outcome
                 && exchange.report.clock_offset.is_some()
             {
-                lock(tally).clock_offset = exchange.report.clock_offset;
+                tally.clock_offset = exchange.report.clock_offset;
             }
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
@@ -217,7 +213,7 @@ impl PetStoreClient {
             #[cfg(feature = "metrics")]
             inner.meter.retry(operation.name());
             tokio::time::sleep(delay).await;
-            lock(tally).backoff += delay;
+            tally.backoff += delay;
         }
     }
 

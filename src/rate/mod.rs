@@ -227,10 +227,11 @@ impl RateLimiter {
             Poll::Ready(joined) => joined,
             Poll::Pending => {
                 holds.at(Instant::now(), Some(HeldBy::Line));
-                join.await
+                let joined = join.await;
+                holds.at(Instant::now(), None);
+                joined
             }
         };
-        holds.at(Instant::now(), None);
         let turn = match joined {
             Ok(turn) => turn,
             Err((until, hold)) => {
@@ -278,7 +279,8 @@ impl RateLimiter {
             let decision = match decision {
                 Ok((permit, pending, metered)) => {
                     match self.ask_store(permit, &pending, metered).await {
-                        Ok(permit) => return Ok((permit, holds.end(Instant::now()))),
+                        // Admitted at `now`, where the last hold ended.
+                        Ok(permit) => return Ok((permit, holds.end(now))),
                         Err(()) => continue,
                     }
                 }
