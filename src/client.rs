@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     pub(crate) max_response_body: usize,
     pub(crate) rate: RateLimiter,
+    #[cfg(feature = "metrics")]
+    pub(crate) meter: crate::meter::Meter,
 }
 
 impl PetStoreClient {
@@ -396,6 +398,11 @@ impl PetStoreClientBuilder {
         let pets_url = base_url
             .join("pets")
             .map_err(|e| Error::config_caused("cannot form the pets URL", e))?;
+        #[cfg(feature = "metrics")]
+        let meter = crate::meter::Meter::new(
+            base_url.host_str().unwrap_or_default(),
+            base_url.port_or_known_default(),
+        );
         Ok(PetStoreClient {
             inner: Arc::new(Inner {
                 http,
@@ -409,6 +416,8 @@ impl PetStoreClientBuilder {
                 retry: self.retry,
                 max_response_body: self.max_response_body,
                 rate,
+                #[cfg(feature = "metrics")]
+                meter,
             }),
         })
     }

@@ -19,6 +19,7 @@ pub use details::{
     InvalidArgumentError, ThrottledError, TimeoutError,
 };
 
+use crate::call_info::CallInfo;
 use crate::headers::Quota;
 
 /// A `Result` whose error defaults to this crate's [`Error`].
@@ -464,16 +465,33 @@ impl Error {
     /// How many requests were sent for this call (zero when it failed before sending).
     #[must_use]
     pub fn attempts(&self) -> u32 {
+        self.call_info().map_or(0, CallInfo::attempts)
+    }
+
+    /// How the call went until it failed: attempts, holds, backoff and time taken. `None` for
+    /// an error found before the call started ([`Error::InvalidArgument`], [`Error::Config`]).
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore_client::PetStoreClient) {
+    /// if let Err(error) = client.list_pets().send().await {
+    ///     if let Some(call) = error.call_info() {
+    ///         println!("{error} after {:?}, held {:?}", call.elapsed(), call.held());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn call_info(&self) -> Option<&CallInfo> {
         match self {
-            Self::Api(api) => api.attempts(),
-            Self::Throttled(held) => held.attempts,
-            Self::Timeout(timeout) => timeout.attempts,
+            Self::Api(api) => Some(&api.call),
+            Self::Throttled(held) => Some(&held.call),
+            Self::Timeout(timeout) => Some(&timeout.call),
             Self::Connect(ConnectError(link)) | Self::Connection(ConnectionError(link)) => {
-                link.attempts
+                Some(&link.call)
             }
-            Self::Decode(decode) => decode.attempts,
-            Self::BodyTooLarge(large) => large.attempts,
-            Self::InvalidArgument(_) | Self::Config(_) => 0,
+            Self::Decode(decode) => Some(&decode.call),
+            Self::BodyTooLarge(large) => Some(&large.call),
+            Self::InvalidArgument(_) | Self::Config(_) => None,
         }
     }
 
@@ -487,7 +505,7 @@ impl Error {
             retry_after,
             quota,
             cause,
-            attempts: 0,
+            call: Box::default(),
         })
     }
 
@@ -496,7 +514,7 @@ impl Error {
         Self::Timeout(TimeoutError {
             kind,
             after,
-            attempts: 1,
+            call: Box::new(CallInfo::of_attempts(1)),
         })
     }
 
@@ -534,7 +552,7 @@ impl Error {
             path,
             snippet: snippet(body),
             cause: Arc::new(cause),
-            attempts: 1,
+            call: Box::new(CallInfo::of_attempts(1)),
         })
     }
 
@@ -543,7 +561,7 @@ impl Error {
         Self::BodyTooLarge(BodyTooLargeError {
             status,
             limit,
-            attempts: 1,
+            call: Box::new(CallInfo::of_attempts(1)),
         })
     }
 
@@ -590,17 +608,17 @@ impl Error {
         })
     }
 
-    /// Records how many attempts the call made, for the error it ends with.
-    pub(crate) fn with_attempts(mut self, made: u32) -> Self {
+    /// Records how the call went, for the error it ends with.
+    pub(crate) fn with_call(mut self, info: CallInfo) -> Self {
         match &mut self {
-            Self::Api(api) => api.attempts = made,
-            Self::Throttled(held) => held.attempts = made,
-            Self::Timeout(timeout) => timeout.attempts = made,
+            Self::Api(api) => api.call = info,
+            Self::Throttled(held) => *held.call = info,
+            Self::Timeout(timeout) => *timeout.call = info,
             Self::Connect(ConnectError(link)) | Self::Connection(ConnectionError(link)) => {
-                link.attempts = made;
+                *link.call = info;
             }
-            Self::Decode(decode) => decode.attempts = made,
-            Self::BodyTooLarge(large) => large.attempts = made,
+            Self::Decode(decode) => *decode.call = info,
+            Self::BodyTooLarge(large) => *large.call = info,
             Self::InvalidArgument(_) | Self::Config(_) => {}
         }
         self
@@ -791,7 +809,8 @@ mod tests {
             "the request was not sent: the rate limit allows no request, and this call may \
              wait no longer"
         );
-        let after_two = throttled(ThrottleCause::Unavailable, Duration::MAX).with_attempts(2);
+        let after_two = throttled(ThrottleCause::Unavailable, Duration::MAX)
+            .with_call(CallInfo::of_attempts(2));
         assert_eq!(
             after_two.to_string(),
             format!(
@@ -804,7 +823,7 @@ mod tests {
 
     #[test]
     fn connection_failures_name_the_address_and_keep_the_root_cause_as_the_source() {
-        let refused = connect().with_attempts(4);
+        let refused = connect().with_call(CallInfo::of_attempts(4));
         assert_eq!(
             refused.to_string(),
             "could not connect to the Pet Store API at 127.0.0.1:9 (after 4 attempts)"

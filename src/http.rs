@@ -2,7 +2,8 @@
 //! pacer), the request with its headers, the bounded body read, quota and deprecation
 //! bookkeeping, classification, retries, and decoding.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -13,11 +14,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 use url::Url;
 
+use crate::call_info::{CallInfo, HoldCause};
 use crate::client::PetStoreClient;
 use crate::clock;
 use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 use crate::headers::Deprecation;
-use crate::rate::{HeadReport, Held, Permit};
+use crate::rate::{HeadReport, Held, HeldBy, Hold, Permit, Waited};
 use crate::response::Response;
 use crate::retry::{Action, Failure, RetryPolicy, classify_failure, classify_status};
 
@@ -84,38 +86,45 @@ impl PetStoreClient {
         call: Call,
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
+        // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
+        // they are.
         let span = tracing::debug_span!(
             "petstore_client",
-            operation = call.operation.name(),
-            method = %call.method,
-            path = call.url.path(),
+            petstore.operation = call.operation.name(),
+            http.request.method = %call.method,
+            url.path = call.url.path(),
+            server.address = call.url.host_str(),
+            server.port = call.url.port_or_known_default(),
         );
-        let attempts = AtomicU32::new(0);
+        let start = Instant::now();
+        let mut tally = Tally::default();
         let limit = self.inner.call_timeout;
         let deadline = limit.map(clock::after);
-        let run = self.run(&call, &attempts, deadline);
-        let (exchange, attempt) = match (limit, deadline) {
+        let run = self.run(&call, &mut tally, deadline);
+        let outcome = match (limit, deadline) {
             (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
                 .await
-                .unwrap_or_else(|_| {
-                    Err(Error::timeout(TimeoutKind::Call, Some(limit))
-                        .with_attempts(attempts.load(Ordering::Relaxed)))
-                }),
+                .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Call, Some(limit)))),
             _ => run.instrument(span).await,
-        }?;
-        self.finish(call.operation, exchange, attempt, value)
-            .map_err(|e| e.with_attempts(attempt))
+        };
+        // The call's future is gone, ended or timed out: what it counted is readable.
+        let info = tally.info(start.elapsed());
+        #[cfg(feature = "metrics")]
+        self.inner.meter.call(call.operation.name(), &info);
+        outcome
+            .and_then(|exchange| self.finish(call.operation, exchange, info, value))
+            .map_err(|e| e.with_call(info))
     }
 
-    /// Sends the call until it succeeds or the retry policy gives up: the successful exchange
-    /// and how many requests it took.
+    /// Sends the call until it succeeds or the retry policy gives up, counting what it does
+    /// in `tally`.
     async fn run(
         &self,
         call: &Call,
-        attempts: &AtomicU32,
+        tally: &mut Tally,
         deadline: Option<Instant>,
-    ) -> Result<(Exchange, u32)> {
+    ) -> Result<Exchange> {
         let inner = &self.inner;
         let policy = call.retry.as_ref().unwrap_or(&inner.retry);
         let operation = call.operation;
@@ -126,24 +135,39 @@ impl PetStoreClient {
         let most = clock::after(policy.max_server_wait());
         let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
-            let permit = inner
-                .rate
-                .admit(operation.name(), give_up_at)
-                .await
-                .map_err(|held| throttled(held).with_attempts(attempts.load(Ordering::Relaxed)))?;
-            let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
-            let span = tracing::debug_span!("attempt", attempt, status = tracing::field::Empty);
+            let admitted = inner.rate.admit(operation.name(), give_up_at).await;
+            tally.waited.add(match &admitted {
+                Ok((_, waited)) => *waited,
+                Err(held) => held.waited,
+            });
+            tally.attempts += u32::from(admitted.is_ok());
+            let attempt = tally.attempts;
+            let (permit, _) = admitted.map_err(throttled)?;
+            let span = tracing::debug_span!(
+                "attempt",
+                attempt,
+                http.response.status_code = tracing::field::Empty
+            );
+            #[cfg(feature = "metrics")]
+            let sent = Instant::now();
             let outcome = self
                 .attempt(call, permit, policy)
                 .instrument(span.clone())
                 .await;
+            #[cfg(feature = "metrics")]
+            self.meter_request(call, &outcome, sent.elapsed());
+            if let Ok(exchange) = &outcome
+                && exchange.report.clock_offset.is_some()
+            {
+                tally.clock_offset = exchange.report.clock_offset;
+            }
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
-                    span.record("status", exchange.status.as_u16());
-                    return Ok((exchange, attempt));
+                    span.record("http.response.status_code", exchange.status.as_u16());
+                    return Ok(exchange);
                 }
                 Ok(exchange) => {
-                    span.record("status", exchange.status.as_u16());
+                    span.record("http.response.status_code", exchange.status.as_u16());
                     let report = exchange.report;
                     let error = ApiError::from_response(
                         exchange.status,
@@ -158,7 +182,6 @@ impl PetStoreClient {
                 }
                 Err(failure) => (classify_failure(method, &failure), failure.error),
             };
-            let error = error.with_attempts(attempt);
             let Action::Retry { floor } = action else {
                 return Err(error);
             };
@@ -187,7 +210,10 @@ impl PetStoreClient {
                 delay_source = source,
                 "retrying"
             );
+            #[cfg(feature = "metrics")]
+            inner.meter.retry(operation.name());
             tokio::time::sleep(delay).await;
+            tally.backoff += delay;
         }
     }
 
@@ -265,11 +291,33 @@ impl PetStoreClient {
         }
     }
 
+    /// Records one request's outcome, and what its head said of the rate limits.
+    #[cfg(feature = "metrics")]
+    fn meter_request(&self, call: &Call, outcome: &Result<Exchange, Failure>, took: Duration) {
+        let inner = &self.inner;
+        let status = outcome.as_ref().map(|exchange| exchange.status);
+        let quota = outcome
+            .as_ref()
+            .ok()
+            .and_then(|exchange| exchange.report.quota);
+        inner.meter.request(
+            call.operation.name(),
+            &call.method,
+            status.map_err(|failure| &failure.error),
+            took,
+        );
+        if let Some(quota) = quota {
+            inner.meter.quota(quota);
+        }
+        let (instances, store_live) = inner.rate.fleet();
+        inner.meter.fleet(instances, store_live);
+    }
+
     fn finish<V>(
         &self,
         operation: Operation,
         exchange: Exchange,
-        attempts: u32,
+        call: CallInfo,
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
         if exchange.truncated {
@@ -289,7 +337,7 @@ impl PetStoreClient {
             exchange.headers,
             exchange.report.quota,
             deprecation,
-            attempts,
+            call,
         ))
     }
 
@@ -336,6 +384,43 @@ impl PetStoreClient {
 /// A date as logs show it: RFC 3339 in UTC, to the second (`2030-12-05T00:00:00Z`).
 fn rfc3339(at: DateTime<Utc>) -> tracing::field::DisplayValue<String> {
     tracing::field::display(at.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+/// What a call did so far. It lives outside the call's future, so that a call its timeout
+/// ended still tells.
+#[derive(Default)]
+struct Tally {
+    attempts: u32,
+    waited: Waited,
+    backoff: Duration,
+    clock_offset: Option<f64>,
+}
+
+impl Tally {
+    fn info(&self, elapsed: Duration) -> CallInfo {
+        let cause = self.waited.longest.map(|(by, _)| hold_cause(by));
+        CallInfo::new(
+            self.attempts,
+            self.waited.total,
+            cause,
+            self.backoff,
+            elapsed,
+            self.clock_offset,
+        )
+    }
+}
+
+/// The public name of what held a call.
+fn hold_cause(by: HeldBy) -> HoldCause {
+    match by {
+        HeldBy::Process(Hold::Cooldown) => HoldCause::Cooldown,
+        HeldBy::Process(Hold::Probe) => HoldCause::Probe,
+        HeldBy::Process(Hold::Pace) => HoldCause::Pacing,
+        // A zero limit fails the call at once; it is a window with nothing to spend.
+        HeldBy::Process(Hold::Spent | Hold::ZeroLimit) => HoldCause::SpentWindow,
+        HeldBy::Store => HoldCause::SharedStore,
+        HeldBy::Line => HoldCause::Queue,
+    }
 }
 
 /// The error of a call the rate discipline would hold past the instant it gives up.

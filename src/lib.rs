@@ -119,9 +119,24 @@
 //! # Logging
 //!
 //! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore_client` span per
-//! call (operation, method, path) with an `attempt` span per request (status), an `INFO` event
+//! call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
+//! `url.path`, `server.address`, `server.port`) with an `attempt` span per request
+//! (`attempt`, `http.response.status_code`), an `INFO` event
 //! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
 //! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.
+//!
+//! Every [`Response`] and [`Error`] also tells how its call went ([`CallInfo`]): attempts, how
+//! long the rate discipline held it and why ([`HoldCause`]), backoff and total time. With the
+//! `metrics` feature, calls record through the [`metrics`](https://docs.rs/metrics) facade,
+//! for whichever exporter the application installs: `http.client.request.duration` (seconds,
+//! per request, labelled as OpenTelemetry's HTTP client conventions say:
+//! `http.request.method`, `http.response.status_code` or `error.type`, `server.address`,
+//! `server.port`, plus `petstore.operation`), `petstore.client.hold.duration` and
+//! `petstore.client.holds` (by `cause`), `petstore.client.responses.throttled` (429 and 503,
+//! by status), `petstore.client.retries`, and the gauges `petstore.client.quota.remaining`,
+//! `petstore.client.quota.limit`, `petstore.client.instances` and
+//! `petstore.client.store.live`. A facade rather than `opentelemetry`'s own API, so that the
+//! library brings no SDK and any exporter works. No label carries the API key.
 //!
 //! # Features
 //!
@@ -131,6 +146,7 @@
 //! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
 //! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
 //! | `redis` | no | `RedisState`: one budget and one cooldown per key shared through Redis by every instance, on any host |
+//! | `metrics` | no | counters, histograms and gauges of every call through the `metrics` facade, for any exporter |
 //!
 //! # Testing your code
 //!
@@ -143,11 +159,14 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod call_info;
 mod client;
 mod clock;
 mod error;
 mod headers;
 mod http;
+#[cfg(feature = "metrics")]
+mod meter;
 mod models;
 mod pets;
 mod rate;
@@ -160,6 +179,7 @@ mod retry;
 /// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
 /// (`http::StatusCode`, which reqwest uses too).
 pub use ::http::StatusCode;
+pub use call_info::{CallInfo, HoldCause};
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use error::{
     ApiError, BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError, Error,
@@ -286,7 +306,7 @@ pub mod __private {
             for (status, fields) in heads {
                 let give_up_at = crate::clock::after(policy.max_server_wait());
                 let permit = match rate.admit("listPets", give_up_at).await {
-                    Ok(permit) => permit,
+                    Ok((permit, _)) => permit,
                     Err(held) => {
                         run.held = Some(crate::http::throttled(held));
                         break;

@@ -2,6 +2,7 @@
 
 use http::{HeaderMap, StatusCode};
 
+use crate::call_info::CallInfo;
 use crate::headers::Deprecation;
 use crate::headers::Quota;
 
@@ -27,7 +28,7 @@ pub struct Response<T> {
     headers: HeaderMap,
     quota: Option<Quota>,
     deprecation: Option<Deprecation>,
-    attempts: u32,
+    call: CallInfo,
 }
 
 impl<T> Response<T> {
@@ -37,7 +38,7 @@ impl<T> Response<T> {
         headers: HeaderMap,
         quota: Option<Quota>,
         deprecation: Option<Deprecation>,
-        attempts: u32,
+        call: CallInfo,
     ) -> Self {
         Self {
             value,
@@ -45,7 +46,7 @@ impl<T> Response<T> {
             headers,
             quota,
             deprecation,
-            attempts,
+            call,
         }
     }
 
@@ -95,6 +96,22 @@ impl<T> Response<T> {
     /// How many requests the call sent to get this response (1 when it was not retried).
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
+    }
+
+    /// How the call went: attempts, how long the rate discipline held it and why, backoff
+    /// between retries, and the time it took.
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// let response = client.list_pets().send_with_meta().await?;
+    /// let call = response.call_info();
+    /// println!("{} attempts, held {:?}, in {:?}", call.attempts(), call.held(), call.elapsed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn call_info(&self) -> &CallInfo {
+        &self.call
     }
 }

@@ -77,6 +77,15 @@ async fn each_retry_is_logged_with_its_reason_delay_and_source() {
     assert_line_says(retries[0], first, "delay=4s");
     assert_line_says(retries[0], first, "delay_source=\"Retry-After\"");
     assert_line_says(retries[0], first, "429 Too Many Requests");
+    // The call's span, with OpenTelemetry's HTTP client names.
+    for field in [
+        "petstore.operation=\"listPets\"",
+        "http.request.method=GET",
+        "url.path=\"/v1/pets\"",
+        "server.address=\"127.0.0.1\"",
+    ] {
+        assert_line_says(retries[0], first, field);
+    }
     let second = "second retry";
     assert_line_says(retries[1], second, "attempt=2");
     assert_line_says(retries[1], second, "delay=1s");

@@ -69,6 +69,12 @@ impl ServerTime {
         self.unix
     }
 
+    /// How far the service's clock is ahead of the `local` wall clock, in seconds (negative:
+    /// behind).
+    pub(crate) fn offset(&self, local: &Clock) -> f64 {
+        self.unix - local.unix_at(self.at)
+    }
+
     /// What this reading says the service's clock reads at `at`.
     fn predict(&self, at: Instant) -> f64 {
         if at >= self.at {

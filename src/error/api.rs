@@ -7,6 +7,7 @@ use http::StatusCode;
 use serde::Deserialize;
 
 use super::{Attempts, whole_secs};
+use crate::call_info::CallInfo;
 use crate::headers::Quota;
 
 /// An error response from the service.
@@ -43,7 +44,7 @@ pub struct ApiError {
     body_snippet: Option<String>,
     quota: Option<Quota>,
     retry_after: Option<Duration>,
-    pub(super) attempts: u32,
+    pub(super) call: CallInfo,
 }
 
 /// The specification's error object; only `code` and `message` are used.
@@ -77,7 +78,7 @@ impl ApiError {
             body_snippet: None,
             quota: None,
             retry_after: None,
-            attempts: 1,
+            call: CallInfo::of_attempts(1),
         }
     }
 
@@ -114,7 +115,7 @@ impl ApiError {
             body_snippet,
             quota,
             retry_after,
-            attempts: 1,
+            call: CallInfo::of_attempts(1),
         }
     }
 
@@ -159,7 +160,7 @@ impl ApiError {
     /// How many requests the call sent before giving up with this response.
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
     }
 }
 
@@ -180,7 +181,7 @@ impl fmt::Display for ApiError {
         if let Some(wait) = self.retry_after {
             write!(f, "; retry after {}s", whole_secs(wait))?;
         }
-        write!(f, "{}", Attempts(self.attempts))
+        write!(f, "{}", Attempts(self.call.attempts()))
     }
 }
 

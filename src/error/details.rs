@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use super::{Attempts, ThrottleCause, TimeoutKind, whole_secs};
+use crate::call_info::CallInfo;
 use crate::headers::Quota;
 
 /// A lower-level error kept as the cause of one of this crate's. An `Arc`, so that a request
@@ -43,7 +44,7 @@ pub struct ThrottledError {
     pub(crate) retry_after: Duration,
     pub(crate) quota: Option<Quota>,
     pub(crate) cause: ThrottleCause,
-    pub(crate) attempts: u32,
+    pub(crate) call: Box<CallInfo>,
 }
 
 impl ThrottledError {
@@ -68,7 +69,7 @@ impl ThrottledError {
     /// Requests this call sent before it was held back.
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
     }
 }
 
@@ -86,7 +87,7 @@ impl fmt::Display for ThrottledError {
                 whole_secs(self.retry_after)
             )?;
         }
-        write!(f, "{}", Attempts(self.attempts))
+        write!(f, "{}", Attempts(self.call.attempts()))
     }
 }
 
@@ -107,7 +108,7 @@ impl StdError for ThrottledError {}
 pub struct TimeoutError {
     pub(crate) kind: TimeoutKind,
     pub(crate) after: Option<Duration>,
-    pub(crate) attempts: u32,
+    pub(crate) call: Box<CallInfo>,
 }
 
 impl TimeoutError {
@@ -127,7 +128,7 @@ impl TimeoutError {
     /// Attempts made, including the one that timed out.
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
     }
 }
 
@@ -137,7 +138,7 @@ impl fmt::Display for TimeoutError {
         if let Some(after) = self.after {
             write!(f, " of {after:?}")?;
         }
-        write!(f, " elapsed{}", Attempts(self.attempts))
+        write!(f, " elapsed{}", Attempts(self.call.attempts()))
     }
 }
 
@@ -147,7 +148,7 @@ impl StdError for TimeoutError {}
 pub(crate) struct Link {
     pub(crate) address: String,
     pub(crate) cause: Cause,
-    pub(crate) attempts: u32,
+    pub(crate) call: Box<CallInfo>,
 }
 
 impl Link {
@@ -155,7 +156,7 @@ impl Link {
         Self {
             address,
             cause,
-            attempts: 1,
+            call: Box::new(CallInfo::of_attempts(1)),
         }
     }
 }
@@ -165,7 +166,7 @@ impl fmt::Debug for Link {
         f.debug_struct("Link")
             .field("address", &self.address)
             .field("cause", &root(&self.cause))
-            .field("attempts", &self.attempts)
+            .field("call", &self.call)
             .finish()
     }
 }
@@ -188,14 +189,14 @@ macro_rules! transport_error {
             /// Attempts made.
             #[must_use]
             pub fn attempts(&self) -> u32 {
-                self.0.attempts
+                self.0.call.attempts()
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, $message, self.0.address)?;
-                write!(f, "{}", Attempts(self.0.attempts))
+                write!(f, "{}", Attempts(self.0.call.attempts()))
             }
         }
 
@@ -278,7 +279,7 @@ pub struct DecodeError {
     pub(crate) path: String,
     pub(crate) snippet: String,
     pub(crate) cause: Cause,
-    pub(crate) attempts: u32,
+    pub(crate) call: Box<CallInfo>,
 }
 
 impl DecodeError {
@@ -310,7 +311,7 @@ impl DecodeError {
     /// Requests the call sent, this one included.
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
     }
 }
 
@@ -321,7 +322,7 @@ impl fmt::Display for DecodeError {
             "could not decode the {} response at `{}`{}",
             self.operation,
             self.path,
-            Attempts(self.attempts)
+            Attempts(self.call.attempts())
         )
     }
 }
@@ -348,7 +349,7 @@ impl StdError for DecodeError {
 pub struct BodyTooLargeError {
     pub(crate) status: StatusCode,
     pub(crate) limit: usize,
-    pub(crate) attempts: u32,
+    pub(crate) call: Box<CallInfo>,
 }
 
 impl BodyTooLargeError {
@@ -368,7 +369,7 @@ impl BodyTooLargeError {
     /// Requests the call sent, this one included.
     #[must_use]
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.call.attempts()
     }
 }
 
@@ -379,7 +380,7 @@ impl fmt::Display for BodyTooLargeError {
             "the response body is larger than the {}-byte limit (HTTP {}){}",
             self.limit,
             self.status.as_u16(),
-            Attempts(self.attempts)
+            Attempts(self.call.attempts())
         )
     }
 }

@@ -21,11 +21,13 @@ mod redis;
 mod registry;
 mod store;
 
+use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
+use http::header::{DATE, RETRY_AFTER};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -36,7 +38,8 @@ use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
 use line::Line;
-use pacer::{Decision, Hold, View, Wire};
+pub(crate) use pacer::Hold;
+use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::store as redis_store;
 pub(crate) use store::SharedStore;
@@ -198,40 +201,71 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
-    /// Waits, first in first out, until a request may be sent. Fails with what holds it
-    /// ([`Held`]) at once when a hold would last past `give_up_at`, and at `give_up_at` when
-    /// the request is still waiting then: in line, for another request's answer, or out a hold.
+    /// How many instances are seen spending the key's budget, and whether the fleet's shared
+    /// state answered last (`None` without one).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn fleet(&self) -> (f64, Option<bool>) {
+        let state = self.shared.lock();
+        let live = self.store.as_ref().map(|_| state.store.live);
+        (state.budgets.instances(), live)
+    }
+
+    /// Waits, first in first out, until a request may be sent, and says how long it waited
+    /// and why. Fails with what holds it ([`Held`]) at once when a hold would last past
+    /// `give_up_at`, and at `give_up_at` when the request is still waiting then: in line, for
+    /// another request's answer, or out a hold.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
         give_up_at: Instant,
-    ) -> Result<Permit<'_>, Held> {
+    ) -> Result<(Permit<'_>, Waited), Held> {
         let mut logged = None;
+        let mut holds = Holds::default();
         loop {
-            let (permit, pending, metered) =
-                self.admit_here(operation, give_up_at, &mut logged).await?;
+            let (permit, pending, metered) = self
+                .admit_here(operation, give_up_at, &mut logged, &mut holds)
+                .await?;
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
             if let Some(permit) = self.ask_store(permit, &pending, metered).await {
-                return Ok(permit);
+                // The last hold ended where the process admitted it.
+                return Ok((permit, holds.end(Instant::now())));
             }
         }
     }
 
     /// [`admit`](Self::admit) by this process's own discipline: the permit, with the reports
-    /// to send along and whether to spend from the fleet's window budgets.
+    /// to send along and whether to spend from the fleet's window budgets; what held it is
+    /// added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
         give_up_at: Instant,
         logged: &mut Option<Hold>,
+        holds: &mut Holds,
     ) -> Result<(Permit<'_>, Vec<WindowReport>, bool), Held> {
         let shared = &*self.shared;
-        let turn = match shared.line.join(give_up_at).await {
+        let mut join = pin!(shared.line.join(give_up_at));
+        // Polled once first, so that a call with nobody ahead records no wait in line.
+        let joined = match std::future::poll_fn(|cx| Poll::Ready(join.as_mut().poll(cx))).await {
+            Poll::Ready(joined) => joined,
+            Poll::Pending => {
+                holds.at(Instant::now(), Some(HeldBy::Line));
+                let joined = join.await;
+                holds.at(Instant::now(), None);
+                joined
+            }
+        };
+        let turn = match joined {
             Ok(turn) => turn,
             Err((until, hold)) => {
-                return Err(self.throttled(Instant::now(), Decision::Until(until, hold)));
+                let now = Instant::now();
+                return Err(self.throttled(
+                    now,
+                    Decision::Until(until, hold),
+                    std::mem::take(holds).end(now),
+                ));
             }
         };
         loop {
@@ -241,6 +275,7 @@ impl RateLimiter {
             let decision = {
                 let mut state = shared.lock();
                 let decision = state.decide(self.pacing, now);
+                holds.at(now, held_by(decision, state.store.remote));
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
                 if let Decision::Go { probe } = decision {
@@ -281,7 +316,7 @@ impl RateLimiter {
                 None => now >= give_up_at,
             };
             if hold == Hold::ZeroLimit || too_long {
-                return Err(self.throttled(now, decision));
+                return Err(self.throttled(now, decision, std::mem::take(holds).end(now)));
             }
             if let Some(until) = until {
                 turn.held(until, hold);
@@ -342,8 +377,8 @@ impl RateLimiter {
         permit
     }
 
-    /// What held back a request at `now` by `decision`.
-    fn throttled(&self, now: Instant, decision: Decision) -> Held {
+    /// What held back a request at `now` by `decision`, after it `waited`.
+    fn throttled(&self, now: Instant, decision: Decision, waited: Waited) -> Held {
         let state = self.shared.lock();
         let (retry_after, hold) = match decision {
             Decision::Until(until, hold) => (until.saturating_duration_since(now), Some(hold)),
@@ -362,7 +397,79 @@ impl RateLimiter {
             retry_after,
             quota: state.latest,
             unavailable,
+            waited,
         }
+    }
+}
+
+/// What held a request back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeldBy {
+    /// This process's discipline.
+    Process(Hold),
+    /// The fleet's shared state.
+    Store,
+    /// The requests ahead of it in line.
+    Line,
+}
+
+/// What `decision` holds a request by, if anything; `remote` is the fleet's hold in force.
+fn held_by(decision: Decision, remote: Option<(Instant, Hold)>) -> Option<HeldBy> {
+    match decision {
+        Decision::Go { .. } => None,
+        Decision::Until(until, hold) if remote == Some((until, hold)) => Some(HeldBy::Store),
+        Decision::Until(_, hold) | Decision::ForResponse(hold) => Some(HeldBy::Process(hold)),
+    }
+}
+
+/// How long admission held a request in all, and the longest unbroken hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waited {
+    pub(crate) total: Duration,
+    pub(crate) longest: Option<(HeldBy, Duration)>,
+}
+
+impl Waited {
+    /// Adds the wait of a later admission of the same call.
+    pub(crate) fn add(&mut self, later: Waited) {
+        self.total += later.total;
+        if let Some((by, lasted)) = later.longest {
+            self.keep_longest(by, lasted);
+        }
+    }
+
+    fn keep_longest(&mut self, by: HeldBy, lasted: Duration) {
+        if lasted > self.longest.map_or(Duration::ZERO, |(_, longest)| longest) {
+            self.longest = Some((by, lasted));
+        }
+    }
+}
+
+/// The holds of one admission as they come, one unbroken stretch at a time. Only holds count:
+/// the time to decide, or to ask the fleet's store, is not a hold.
+#[derive(Default)]
+struct Holds {
+    current: Option<(HeldBy, Instant)>,
+    waited: Waited,
+}
+
+impl Holds {
+    /// From `now` on the request is held by `by` (`None`: not held).
+    fn at(&mut self, now: Instant, by: Option<HeldBy>) {
+        if self.current.map(|(held_by, _)| held_by) == by {
+            return;
+        }
+        if let Some((held_by, since)) = self.current.take() {
+            let lasted = now - since;
+            self.waited.total += lasted;
+            self.waited.keep_longest(held_by, lasted);
+        }
+        self.current = by.map(|by| (by, now));
+    }
+
+    fn end(mut self, now: Instant) -> Waited {
+        self.at(now, None);
+        self.waited
     }
 }
 
@@ -375,6 +482,8 @@ pub(crate) struct Held {
     pub(crate) quota: Option<Quota>,
     /// Held by the quiet a 503 asked for, not by the rate limit.
     pub(crate) unavailable: bool,
+    /// How long it was held before it gave up.
+    pub(crate) waited: Waited,
 }
 
 impl State {
@@ -420,6 +529,8 @@ pub(crate) struct HeadReport {
     pub(crate) retry_after: Option<Duration>,
     /// The quiet the response asks of every request on the key.
     pub(crate) quiet: Option<Quiet>,
+    /// Seconds the service's clock, as read from `Date`, is ahead of the local one.
+    pub(crate) clock_offset: Option<f64>,
 }
 
 /// A request admitted to the wire. Until its response head is reported it counts against the
@@ -478,9 +589,13 @@ impl Permit<'_> {
         let shared = self.shared;
         let mut report = None;
         let mut quiet_until = None;
-        let (wake, retry_after, quiet, urgent, quota) = {
+        let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
+            // Without `Date` the reading is the local clock's own.
+            let clock_offset = headers
+                .contains_key(DATE)
+                .then(|| server.offset(&shared.clock));
             let reading = Quota::read(headers, &server);
             let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
@@ -540,7 +655,8 @@ impl Permit<'_> {
                      client uses the key too; Pacing::Shared shares it without 429s"
                 );
             }
-            (self.release(&mut state), retry_after, quiet, urgent, quota)
+            let wake = self.release(&mut state);
+            (wake, retry_after, quiet, urgent, quota, clock_offset)
         };
         shared.wake(wake);
         let tell = urgent.then(|| {
@@ -554,6 +670,7 @@ impl Permit<'_> {
             quota,
             retry_after,
             quiet,
+            clock_offset,
         };
         (head, tell)
     }

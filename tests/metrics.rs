@@ -1,0 +1,198 @@
+//! What calls record through the `metrics` facade (the `metrics` feature), read from
+//! `metrics-util`'s debugging recorder set as each test's own, against the sandbox on tokio's
+//! paused clock.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{API_KEY, sandbox_client};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use petstore_client::{PetStoreClient, RateLimitScope, RetryPolicy};
+use petstore_sandbox::{Fault, Plan, Sandbox};
+
+type Labels = Vec<(String, String)>;
+
+/// What was recorded since the last reading, by name and sorted labels.
+fn read(snapshotter: &Snapshotter) -> HashMap<(String, Labels), DebugValue> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            let mut labels: Labels = key
+                .labels()
+                .map(|label| (label.key().to_owned(), label.value().to_owned()))
+                .collect();
+            labels.sort();
+            ((key.name().to_owned(), labels), value)
+        })
+        .collect()
+}
+
+/// `pairs` and the server's labels, sorted.
+fn labels(sandbox: &Sandbox, pairs: &[(&str, &str)]) -> Labels {
+    let url = sandbox.base_url();
+    let mut labels: Labels = pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .chain([
+            (
+                "server.address".to_owned(),
+                url.host_str().unwrap().to_owned(),
+            ),
+            ("server.port".to_owned(), url.port().unwrap().to_string()),
+        ])
+        .collect();
+    labels.sort();
+    labels
+}
+
+/// The values recorded in the histogram `name` with `labels`.
+fn histogram(
+    recorded: &HashMap<(String, Labels), DebugValue>,
+    name: &str,
+    labels: Labels,
+) -> Vec<f64> {
+    match recorded.get(&(name.to_owned(), labels)) {
+        Some(DebugValue::Histogram(values)) => values.iter().map(|value| value.0).collect(),
+        other => panic!("expected the histogram {name}, got {other:?} in {recorded:#?}"),
+    }
+}
+
+/// The count of the counter `name` with `labels`.
+fn counter(recorded: &HashMap<(String, Labels), DebugValue>, name: &str, labels: Labels) -> u64 {
+    match recorded.get(&(name.to_owned(), labels)) {
+        Some(DebugValue::Counter(count)) => *count,
+        other => panic!("expected the counter {name}, got {other:?} in {recorded:#?}"),
+    }
+}
+
+/// The value of the gauge `name` with `labels`.
+fn gauge(recorded: &HashMap<(String, Labels), DebugValue>, name: &str, labels: Labels) -> f64 {
+    match recorded.get(&(name.to_owned(), labels)) {
+        Some(DebugValue::Gauge(value)) => value.0,
+        other => panic!("expected the gauge {name}, got {other:?} in {recorded:#?}"),
+    }
+}
+
+/// A sandbox that knows the tests' distinctive key, and a client of it with a rate-limit
+/// state of its own.
+async fn sandbox_and_client(policy: RetryPolicy) -> (Sandbox, PetStoreClient) {
+    let sandbox = common::sandbox_builder()
+        .key(API_KEY, Plan::Pro)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, API_KEY, policy)
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+    (sandbox, client)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_and_the_hold_after_it_are_recorded_without_the_key() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let (sandbox, client) = sandbox_and_client(RetryPolicy::none()).await;
+
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    client.list_pets().send().await.unwrap_err();
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    let recorded = read(&snapshotter);
+    let request = |status| {
+        labels(
+            &sandbox,
+            &[
+                ("http.request.method", "GET"),
+                ("http.response.status_code", status),
+                ("petstore.operation", "listPets"),
+            ],
+        )
+    };
+    for status in ["429", "200"] {
+        let durations = histogram(&recorded, "http.client.request.duration", request(status));
+        assert_eq!(durations.len(), 1, "expected one {status} request");
+    }
+    let throttled = labels(&sandbox, &[("http.response.status_code", "429")]);
+    assert_eq!(
+        counter(&recorded, "petstore.client.responses.throttled", throttled),
+        1
+    );
+    let held = labels(
+        &sandbox,
+        &[("cause", "cooldown"), ("petstore.operation", "listPets")],
+    );
+    assert_eq!(
+        histogram(&recorded, "petstore.client.hold.duration", held.clone()),
+        [30.0],
+        "expected one hold of exactly 30 s"
+    );
+    assert_eq!(counter(&recorded, "petstore.client.holds", held), 1);
+    let quota = response.quota().unwrap();
+    assert_eq!(
+        gauge(
+            &recorded,
+            "petstore.client.quota.remaining",
+            labels(&sandbox, &[])
+        ),
+        quota.remaining as f64
+    );
+    assert_eq!(
+        gauge(
+            &recorded,
+            "petstore.client.quota.limit",
+            labels(&sandbox, &[])
+        ),
+        quota.limit as f64
+    );
+    assert_eq!(
+        gauge(
+            &recorded,
+            "petstore.client.instances",
+            labels(&sandbox, &[])
+        ),
+        1.0
+    );
+    let secret = &API_KEY[API_KEY.len() - 8..];
+    for (name, labels) in recorded.keys() {
+        for (key, value) in labels {
+            assert!(
+                !value.contains(secret) && !key.contains(secret),
+                "the key leaked into {name}'s label {key}={value}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_a_503_is_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let (sandbox, client) = sandbox_and_client(RetryPolicy::default().with_jitter(false)).await;
+
+    sandbox.inject(Fault::status(503).times(1));
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(response.call_info().backoff(), Duration::from_millis(500));
+    let recorded = read(&snapshotter);
+    let retries = labels(&sandbox, &[("petstore.operation", "listPets")]);
+    assert_eq!(counter(&recorded, "petstore.client.retries", retries), 1);
+    let throttled = labels(&sandbox, &[("http.response.status_code", "503")]);
+    assert_eq!(
+        counter(&recorded, "petstore.client.responses.throttled", throttled),
+        1
+    );
+    assert!(
+        !recorded
+            .keys()
+            .any(|(name, _)| name == "petstore.client.holds"),
+        "expected no hold: {recorded:#?}"
+    );
+}

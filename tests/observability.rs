@@ -1,0 +1,221 @@
+//! What a call reports of itself ([`CallInfo`]), against the sandbox on tokio's paused clock,
+//! so that every hold and backoff is exact.
+
+mod common;
+
+use std::time::Duration;
+
+use common::sandbox_client;
+use petstore_client::{CallInfo, Error, HoldCause, PetStoreClient, RateLimitScope, RetryPolicy};
+use petstore_sandbox::{Fault, Plan, Sandbox};
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// A client of `sandbox` with a rate-limit state of its own.
+fn client(sandbox: &Sandbox, policy: RetryPolicy) -> PetStoreClient {
+    sandbox_client(sandbox, sandbox.key(Plan::Pro), policy)
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap()
+}
+
+/// What the tests compare: everything a `CallInfo` tells.
+fn told(call: &CallInfo) -> (u32, Duration, Option<HoldCause>, Duration, Duration) {
+    (
+        call.attempts(),
+        call.held(),
+        call.hold_cause(),
+        call.backoff(),
+        call.elapsed(),
+    )
+}
+
+/// Starts a 30 s cooldown on `client`'s key with an injected 429.
+async fn cooldown_of_30s(sandbox: &Sandbox, client: &PetStoreClient) {
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let error = client
+        .list_pets()
+        .retry_policy(RetryPolicy::none())
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_rate_limited(), "expected the 429, got {error:?}");
+    assert_eq!(
+        told(error.call_info().unwrap()),
+        (1, Duration::ZERO, None, Duration::ZERO, Duration::ZERO),
+        "expected the 429 itself to be neither held nor retried"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_held_by_a_cooldown_tells_the_hold_and_its_cause() {
+    let sandbox = common::sandbox().await;
+    let client = client(&sandbox, RetryPolicy::none());
+    cooldown_of_30s(&sandbox, &client).await;
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(
+        told(response.call_info()),
+        (
+            1,
+            secs(30.0),
+            Some(HoldCause::Cooldown),
+            Duration::ZERO,
+            secs(30.0)
+        ),
+        "expected one attempt held 30 s by the cooldown"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_behind_a_held_call_is_held_by_the_queue() {
+    let sandbox = common::sandbox().await;
+    let client = client(&sandbox, RetryPolicy::none());
+    cooldown_of_30s(&sandbox, &client).await;
+
+    let (first, second) = tokio::join!(
+        client.list_pets().send_with_meta(),
+        client.list_pets().send_with_meta()
+    );
+
+    assert_eq!(
+        first.unwrap().call_info().hold_cause(),
+        Some(HoldCause::Cooldown)
+    );
+    assert_eq!(
+        told(second.unwrap().call_info()),
+        (
+            1,
+            secs(30.0),
+            Some(HoldCause::Queue),
+            Duration::ZERO,
+            secs(30.0)
+        ),
+        "expected the second call to wait 30 s in line behind the first"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_a_503_tells_the_policy_s_backoff() {
+    let sandbox = common::sandbox().await;
+    let policy = RetryPolicy::default().with_jitter(false);
+    let client = client(&sandbox, policy.clone());
+    sandbox.inject(Fault::status(503).times(1));
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    let backoff = policy.initial_delay();
+    assert_eq!(backoff, secs(0.5));
+    assert_eq!(
+        told(response.call_info()),
+        (2, Duration::ZERO, None, backoff, backoff),
+        "expected two attempts, 0.5 s apart"
+    );
+    assert_eq!(response.attempts(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_after_retries_tells_every_backoff() {
+    let sandbox = common::sandbox().await;
+    let policy = RetryPolicy::default()
+        .with_jitter(false)
+        .with_max_retries(2);
+    let client = client(&sandbox, policy);
+    sandbox.inject(Fault::status(503).times(3));
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(error.status(), Some(http::StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        told(error.call_info().unwrap()),
+        (3, Duration::ZERO, None, secs(1.5), secs(1.5)),
+        "expected three attempts after backoffs of 0.5 s and 1 s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_not_sent_tells_no_attempt_and_an_invalid_one_tells_nothing() {
+    let sandbox = common::sandbox().await;
+    let client = client(&sandbox, RetryPolicy::none());
+    cooldown_of_30s(&sandbox, &client).await;
+
+    let error = client
+        .list_pets()
+        .retry_policy(RetryPolicy::none().with_max_server_wait(secs(10.0)))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert!(matches!(error, Error::Throttled(_)), "{error:?}");
+    assert_eq!(
+        told(error.call_info().unwrap()),
+        (0, Duration::ZERO, None, Duration::ZERO, Duration::ZERO),
+        "expected the call to fail at once, unsent"
+    );
+    assert_eq!(error.call_info().unwrap().server_clock_offset(), None);
+
+    let invalid = client.list_pets().limit(0).send().await.unwrap_err();
+    assert!(invalid.is_invalid_argument(), "{invalid:?}");
+    assert_eq!(invalid.call_info(), None);
+    assert_eq!(invalid.attempts(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_tells_the_server_clock_offset_it_read() {
+    // Not pinned: the offset is the service's clock against this machine's wall clock, which
+    // the client reads; only the sandbox's skew is fixed, and `Date`'s truncation to the
+    // second leaves the offset anywhere in the second below it.
+    let sandbox = Sandbox::builder()
+        .clock_offset(chrono::TimeDelta::seconds(-90))
+        .start()
+        .await
+        .unwrap();
+    let client = client(&sandbox, RetryPolicy::none());
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    let offset = response.call_info().server_clock_offset().unwrap();
+    assert!(
+        (-91.0..=-89.0).contains(&offset),
+        "expected the sandbox's 90 s behind, read {offset} s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_past_a_spent_window_is_held_until_the_window_ends() {
+    let plan = Plan::Enterprise {
+        per_minute: 2,
+        per_day: 1_000,
+    };
+    let sandbox = common::sandbox_builder()
+        .key("small", plan)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "small", RetryPolicy::none())
+        .rate_limit_scope(RateLimitScope::Client)
+        .pacing(petstore_client::Pacing::Sole)
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        client.list_pets().send().await.unwrap();
+    }
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    // The sandbox's clock starts on a minute: the window ends 60 s after the first call.
+    assert_eq!(
+        told(response.call_info()),
+        (
+            1,
+            secs(60.0),
+            Some(HoldCause::SpentWindow),
+            Duration::ZERO,
+            secs(60.0)
+        ),
+        "expected the third call held until the minute window ends"
+    );
+}
