@@ -337,13 +337,7 @@ async fn eight_calls_of_300_ms_with_an_unlimited_quota_overlap_through_redis() {
     let mut took = Vec::new();
     for redis in [None, Some(redis.url())] {
         let client = instance(&sandbox, 0, redis.as_deref());
-        // The first call finds out the budget: the others would wait for it anyway.
-        client.list_pets().limit(1).send().await.unwrap();
-        let before = sandbox.request_log().len();
-        took.push((
-            concurrently(&client, CALLS).await,
-            arrival_spread(&sandbox.request_log()[before..]),
-        ));
+        took.push(batch_after_a_first_call(&sandbox, &client, CALLS).await);
     }
     let [(without, _), (with, spread)] = took[..] else {
         unreachable!("two runs")
@@ -387,12 +381,7 @@ async fn waiting_for_a_slow_redis_holds_no_other_call() {
             builder = builder.shared_state(state);
         }
         let client = builder.build().unwrap();
-        client.list_pets().limit(1).send().await.unwrap();
-        let before = sandbox.request_log().len();
-        took.push((
-            concurrently(&client, CALLS).await,
-            arrival_spread(&sandbox.request_log()[before..]),
-        ));
+        took.push(batch_after_a_first_call(&sandbox, &client, CALLS).await);
     }
     let [(without, _), (with, spread)] = took[..] else {
         unreachable!("two runs")
@@ -714,6 +703,19 @@ async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usize {
                 .ok()
         })
         .sum()
+}
+
+/// One call, which finds out the budget (the others would wait for it anyway), then `calls`
+/// at once: how long they took, and how far apart the first and last reached the service.
+async fn batch_after_a_first_call(
+    sandbox: &Sandbox,
+    client: &PetStoreClient,
+    calls: usize,
+) -> (Duration, Duration) {
+    client.list_pets().limit(1).send().await.unwrap();
+    let before = sandbox.request_log().len();
+    let took = concurrently(client, calls).await;
+    (took, arrival_spread(&sandbox.request_log()[before..]))
 }
 
 /// How far apart the first and last of `requests` reached the service.
