@@ -56,6 +56,8 @@ fn cell(name: &str) -> Cell {
 const ONE_CELL_TESTS: &[&str] = &[
     SIXTEEN_INSTANCES,
     THIRTY_TWO_INSTANCES,
+    HALF_THE_ANSWERS_LATE,
+    A_DAY_THAT_BINDS,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -79,6 +81,9 @@ const ONE_CELL_TESTS: &[&str] = &[
 
 const SIXTEEN_INSTANCES: &str = "16 independent instances, 4 tasks each";
 const THIRTY_TWO_INSTANCES: &str = "32 independent instances, 4 tasks each";
+const HALF_THE_ANSWERS_LATE: &str =
+    "32 independent instances, half the answers 382 ms late, 2 s windows";
+const A_DAY_THAT_BINDS: &str = "32 independent instances, a day of 160 that binds over 96 a minute";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -132,6 +137,16 @@ async fn sixteen_independent_instances() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances() {
     check([cell(THIRTY_TWO_INSTANCES)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_with_half_the_answers_late() {
+    check([cell(HALF_THE_ANSWERS_LATE)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_under_a_day_that_binds() {
+    check([cell(A_DAY_THAT_BINDS)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

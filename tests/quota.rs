@@ -151,14 +151,31 @@ fn unusable_quota_headers() -> Vec<(&'static str, ResponseTemplate)> {
                 .insert_header("X-RateLimit-Limit", "99999999999999999999999"),
         ),
         (
-            "duplicated",
-            with_quota(base(), 60, 59, RESET).append_header("X-RateLimit-Remaining", "58"),
+            "duplicated, one value not a number",
+            with_quota(base(), 60, 59, RESET).append_header("X-RateLimit-Remaining", "some"),
         ),
     ]
 }
 
+/// Found by the simulation explorer with 16 and 32 independent instances: a gateway's
+/// `X-RateLimit-Remaining` line before the service's made the quota unreadable, so no instance
+/// saw the others spend the key, and together they emptied windows into one `Retry-After`.
 #[tokio::test]
-async fn missing_malformed_or_duplicated_headers_give_no_quota_and_no_error() {
+async fn a_field_given_twice_reads_as_its_most_careful_value() {
+    let server = start().await;
+    let gateway_first = with_quota(json(200, "[]"), 60, 59, RESET)
+        .insert_header("X-RateLimit-Remaining", "60")
+        .append_header("X-RateLimit-Remaining", "12");
+    mount_list(&server, gateway_first, 1).await;
+    let client = client(&server);
+
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(response.quota(), Some(quota(60, 12)));
+}
+
+#[tokio::test]
+async fn missing_or_malformed_headers_give_no_quota_and_no_error() {
     for (case, template) in unusable_quota_headers() {
         let server = start().await;
         mount_list(&server, template, 1).await;

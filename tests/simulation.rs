@@ -6,7 +6,8 @@
 //! - `cargo test --test simulation` runs the first `DEFAULT_WORLDS` seeds (2,000, about two
 //!   minutes on two cores).
 //! - `SIM_WORLDS=100000 cargo test --release --test simulation` runs a soak by hand.
-//! - `SIM_SEED=1234 cargo test --test simulation` replays one world and prints its figures.
+//! - `SIM_SEED=1234 cargo test --test simulation` replays one world and prints its figures;
+//!   with `SIM_LOG=1` also every request the sandbox received (`-- --nocapture`).
 //!
 //! A failing world prints its seed and the world in one line. Every failure it found has a
 //! named regression test in the test file of its topic.

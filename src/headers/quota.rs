@@ -11,9 +11,11 @@ use crate::clock::ServerTime;
 ///
 /// Parsed from `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`, which the
 /// service sends on every response, successful or not (or, when a gateway sends them instead,
-/// the IETF `RateLimit` and `RateLimit-Policy` fields). When any of the three is missing,
-/// repeated or malformed the response has no quota; that is never an error, and the client
-/// then treats what is left as unknown, never as unlimited.
+/// the IETF `RateLimit` and `RateLimit-Policy` fields). A field given more than once (a
+/// gateway's line and the service's) reads as its most careful value: the least limit and
+/// remaining, the latest reset. When any of the three is missing or malformed the response has
+/// no quota; that is never an error, and the client then treats what is left as unknown,
+/// never as unlimited.
 ///
 /// [`PetStoreClient::quota`](crate::PetStoreClient::quota) returns the latest one the client
 /// saw; [`Response::quota`](crate::Response::quota) and [`Error::quota`](crate::Error::quota)
@@ -95,17 +97,18 @@ impl Quota {
         QuotaReading::Absent
     }
 
-    /// Three fields, each exactly once and a decimal integer (a policy after `;` or `,` in
-    /// the IETF limit field is ignored).
+    /// Three fields of decimal integers (a policy after `;` in the IETF limit field is
+    /// ignored). A field given more than once (a gateway's line and the service's, or one
+    /// line of comma-separated values) reads as its most careful value: the least limit and
+    /// remaining, the latest reset.
     fn from_fields(
         headers: &HeaderMap,
         [limit, remaining, reset]: [&HeaderName; 3],
         server: &ServerTime,
     ) -> Option<Self> {
-        let limit = single(headers, limit)?;
-        let limit = parse_digits(limit.split([',', ';']).next()?.trim())?;
-        let remaining = parse_digits(single(headers, remaining)?)?;
-        let reset = parse_digits(single(headers, reset)?)?;
+        let limit = most_careful(headers, limit, u64::min)?;
+        let remaining = most_careful(headers, remaining, u64::min)?;
+        let reset = most_careful(headers, reset, u64::max)?;
         Self::resolved(limit, remaining, reset, server)
     }
 
@@ -197,6 +200,24 @@ fn readable(quota: Option<Quota>) -> QuotaReading {
     quota.map_or(QuotaReading::Unreadable, QuotaReading::Read)
 }
 
+/// A field's values over all its lines and comma-separated items, each read up to a `;` as
+/// strict digits, folded by `careful`; `None` when there is none or any one is not digits,
+/// since a value the client cannot read might be the one that binds.
+fn most_careful(
+    headers: &HeaderMap,
+    name: &HeaderName,
+    careful: fn(u64, u64) -> u64,
+) -> Option<u64> {
+    let mut folded = None;
+    for line in headers.get_all(name) {
+        for item in line.to_str().ok()?.split(',') {
+            let value = parse_digits(item.split(';').next()?.trim())?;
+            folded = Some(folded.map_or(value, |so_far| careful(so_far, value)));
+        }
+    }
+    folded
+}
+
 /// A reset more than a year before the service's current time cannot end a window in force.
 const SECONDS_UNTIL_RESET_BELOW: f64 = 365.0 * 86_400.0;
 
@@ -236,20 +257,22 @@ mod tests {
             Quota::read(&HeaderMap::new(), &server()),
             QuotaReading::Absent
         );
-        let two_gateways = headers(&[
-            ("X-RateLimit-Limit", "60"),
-            ("X-RateLimit-Remaining", "59"),
-            ("X-RateLimit-Remaining", "12"),
-            ("X-RateLimit-Reset", "1795348860"),
-        ]);
         let negative = headers(&[
             ("X-RateLimit-Limit", "60"),
             ("X-RateLimit-Remaining", "-1"),
             ("X-RateLimit-Reset", "1795348860"),
         ]);
         let alone = headers(&[("X-RateLimit-Remaining", "5")]);
+        let not_digits_in_a_list = headers(&[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "59, soon"),
+            ("X-RateLimit-Reset", "1795348860"),
+        ]);
         for (what, map) in [
-            ("a repeated field", two_gateways),
+            (
+                "a list with an item that is not digits",
+                not_digits_in_a_list,
+            ),
             ("-1", negative),
             ("one field alone", alone),
         ] {
@@ -257,6 +280,32 @@ mod tests {
                 Quota::read(&map, &server()),
                 QuotaReading::Unreadable,
                 "expected {what} to read as unreadable, not as no quota"
+            );
+        }
+    }
+
+    #[test]
+    fn a_field_given_twice_reads_as_its_most_careful_value() {
+        let reset = now().timestamp() + 30;
+        let later = reset + 3_600;
+        let two_gateways = headers(&[
+            ("X-RateLimit-Limit", "100"),
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "59"),
+            ("X-RateLimit-Remaining", "12"),
+            ("X-RateLimit-Reset", &reset.to_string()),
+            ("X-RateLimit-Reset", &later.to_string()),
+        ]);
+        let one_line = headers(&[
+            ("X-RateLimit-Limit", "60, 100"),
+            ("X-RateLimit-Remaining", "12,59"),
+            ("X-RateLimit-Reset", &format!("{later}, {reset}")),
+        ]);
+        for (what, map) in [("two lines", two_gateways), ("one list", one_line)] {
+            assert_eq!(
+                read(&map),
+                Some(Quota::new(60, 12, at(later))),
+                "expected {what} to read as the least limit and remaining and the latest reset"
             );
         }
     }
@@ -351,8 +400,8 @@ mod tests {
             pairs.remove(field);
             assert_eq!(read(&headers(&pairs)), None, "{pairs:?}");
             let mut duplicated = valid.to_vec();
-            duplicated.push(valid[field]);
-            assert_eq!(read(&headers(&duplicated)), None);
+            duplicated.push((valid[field].0, "soon"));
+            assert_eq!(read(&headers(&duplicated)), None, "{duplicated:?}");
         }
     }
 

@@ -84,13 +84,70 @@ struct Window {
     highest: u64,
     lowest: u64,
     reports: u32,
-    /// The first report of the period: its `remaining`, and this process's own requests then.
+    /// The first report of the period: its `remaining`, when it arrived, and this process's
+    /// own requests then.
     first: u64,
+    first_at: Instant,
     first_own: Own,
+    /// When the latest report arrived.
+    last_at: Instant,
+}
+
+impl Window {
+    /// The budget spent per second since the first report, by every instance; 0 until a
+    /// later report shows it.
+    fn falling(&self) -> f64 {
+        let fallen = self.first.saturating_sub(self.lowest) as f64;
+        let watched = self
+            .last_at
+            .saturating_duration_since(self.first_at)
+            .as_secs_f64();
+        if watched > 0.0 { fallen / watched } else { 0.0 }
+    }
+
+    /// What is left now if every instance went on spreading the budget over the period's
+    /// time left since the last report, as paced instances do: the others' requests since
+    /// then are in no answer yet.
+    fn projected(&self, now: Instant) -> f64 {
+        let left = self.reset_at.saturating_duration_since(now).as_secs_f64();
+        let then = self
+            .reset_at
+            .saturating_duration_since(self.last_at)
+            .as_secs_f64();
+        if then > 0.0 {
+            self.remaining as f64 * (left / then).min(1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the budget, falling at the pace it has since the first report, runs out before
+    /// the period ends.
+    fn runs_out(&self, now: Instant) -> bool {
+        let left = self.reset_at.saturating_duration_since(now).as_secs_f64();
+        self.falling() * left > self.remaining as f64
+    }
+}
+
+/// What is left of one window, for pacing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct WindowLeft {
+    pub(crate) remaining: u64,
+    /// What is left now if every instance went on spreading the budget evenly since the last
+    /// report: the others' requests since then are in no answer yet.
+    pub(crate) projected: f64,
+    pub(crate) reset_at: Instant,
+    /// Falling as fast as it has since this process first saw it, the budget runs out before
+    /// the window ends.
+    pub(crate) runs_out: bool,
 }
 
 /// What is known of the budget at one instant.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made and read once per admission on the stack; a box would allocate each time"
+)]
 pub(crate) enum Known {
     /// Nothing, or a window's period has ended with no report of the next: probe.
     Unknown,
@@ -112,14 +169,14 @@ pub(crate) struct Budget {
     pub(crate) limit: u64,
     /// How long after its end a window reopens.
     grace: Duration,
-    /// Every window with its end, for pacing: `(remaining, reset_at)`.
-    windows: [(u64, Instant); MAX_WINDOWS],
+    /// Every window, for pacing.
+    windows: [WindowLeft; MAX_WINDOWS],
     count: usize,
 }
 
 impl Budget {
-    /// Every window in force, as `(remaining, reset_at)`.
-    pub(crate) fn windows(&self) -> &[(u64, Instant)] {
+    /// Every window in force.
+    pub(crate) fn windows(&self) -> &[WindowLeft] {
         &self.windows[..self.count]
     }
 
@@ -167,6 +224,7 @@ impl Budgets {
                 window.lowest = window.lowest.min(quota.remaining);
                 window.highest = window.highest.max(quota.remaining);
                 window.reports += 1;
+                window.last_at = window.last_at.max(at);
                 let fallen = window.first.saturating_sub(window.lowest);
                 // Own requests that may have been counted since the first report: those sent
                 // since, and those on the wire then.
@@ -210,6 +268,8 @@ impl Budgets {
                     lowest: quota.remaining,
                     reports: 1,
                     first: quota.remaining,
+                    first_at: at,
+                    last_at: at,
                     first_own: own,
                 });
                 // Spent before this process's first answer of the period, beyond what its
@@ -243,6 +303,11 @@ impl Budgets {
     /// seen spending the key.
     pub(crate) fn alone(&self) -> bool {
         self.alone
+    }
+
+    /// Reports in a row whose fall this process's own requests explain.
+    pub(crate) fn confirmed(&self) -> u32 {
+        self.explained_in_a_row
     }
 
     /// A response arrived without rate-limit headers.
@@ -301,9 +366,19 @@ impl Budgets {
                 Known::Unknown
             };
         };
-        let mut windows = [(0, now); MAX_WINDOWS];
+        let mut windows = [WindowLeft {
+            remaining: 0,
+            projected: 0.0,
+            reset_at: now,
+            runs_out: false,
+        }; MAX_WINDOWS];
         for (slot, window) in windows.iter_mut().zip(&self.windows) {
-            *slot = (window.remaining, window.reset_at);
+            *slot = WindowLeft {
+                remaining: window.remaining,
+                projected: window.projected(now),
+                reset_at: window.reset_at,
+                runs_out: window.runs_out(now),
+            };
         }
         Known::Budget(Budget {
             remaining: binding.remaining,
@@ -414,7 +489,12 @@ mod tests {
         budgets.spend_on_doubt();
         let known = budget(&budgets, t0);
         assert_eq!(known.remaining, 0);
-        assert!(known.windows().contains(&(997, t0 + secs(300))));
+        assert!(
+            known
+                .windows()
+                .iter()
+                .any(|w| (w.remaining, w.reset_at) == (997, t0 + secs(300)))
+        );
     }
 
     #[test]

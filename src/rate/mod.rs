@@ -53,7 +53,7 @@ use store::{Admission, Exchange, Outcome, Verdict, WindowReport};
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, never held while none of its requests is on the wire (save the last fifth of a window that ends within a minute, spread over the time left), and more at once as the spreading allows; once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, never held while none of its requests is on the wire (save the last fifth of a window that ends within a minute, spread over the time left), and more at once as answers in a row confirm it is alone, twice as many with each, as the spreading allows; once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows, and over all of a day's time left when their pace would empty it early | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
 /// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///
@@ -498,6 +498,7 @@ impl State {
                 self.budgets.instances()
             },
             alone: self.budgets.alone(),
+            confirmed: self.budgets.confirmed(),
             wire: self.wire,
         };
         match (pacer::decide(&view, pacing, now), self.store.asking_again) {

@@ -4,7 +4,9 @@
 //! [`Pacing::Shared`] spends what remains of a window evenly over the time that remains,
 //! scaled by how many instances share the key. Instances that know nothing of each other and
 //! each do so cannot empty a window before its end: as the budget falls, every one of them
-//! slows down, and each sees the fall in the next response it gets.
+//! slows down, and each sees the fall in the next response it gets. Between answers each
+//! takes the others to go on spending at that pace, and a window that their pace would empty
+//! before its end (a day that binds) is spread over all the time it has left.
 
 use std::time::Duration;
 
@@ -14,10 +16,13 @@ use super::Pacing;
 use super::budget::{Known, RESERVE_SHARE, RESERVE_WITHIN};
 use super::gate::Gate;
 
-/// The longest span over which a budget is spread: a day's budget is not rationed over the
-/// whole day, only kept from being spent faster than over a minute, the service's shorter
-/// window.
+/// The longest span over which a budget is spread while the pace it falls at leaves some at
+/// its end: a day's budget is then not rationed over the whole day, only kept from being
+/// spent faster than over a minute, the service's shorter window.
 const HORIZON: Duration = Duration::from_secs(60);
+
+/// Confirmations after which a key's only user sends as many at once as the budget allows.
+const MAX_DOUBLINGS: u32 = 20;
 
 /// Why a request waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,8 @@ pub(crate) struct View<'a> {
     pub(crate) instances: f64,
     /// Every report is explained by this process's own requests.
     pub(crate) alone: bool,
+    /// Reports in a row this process's own requests explained.
+    pub(crate) confirmed: u32,
     pub(crate) wire: Wire,
 }
 
@@ -129,8 +136,8 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         let reopens = budget
             .windows()
             .iter()
-            .filter(|(remaining, _)| *remaining <= in_flight)
-            .map(|(_, reset_at)| budget.reopens(*reset_at))
+            .filter(|window| window.remaining <= in_flight)
+            .map(|window| budget.reopens(window.reset_at))
             .max()
             .unwrap_or(budget.reset_at);
         return Decision::Until(reopens, Hold::Spent);
@@ -151,6 +158,13 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if view.alone && in_flight == 0 && budget.remaining > reserve {
         return Decision::Go { probe: false };
     }
+    // Alone, more at once only as answers in a row confirm it, twice as many with each (TCP's
+    // slow start): instances that start together each take themselves to be alone until
+    // their second answer, and more of their requests on the wire by then would empty a
+    // window that allows a few per instance.
+    if view.alone && in_flight >= 1 << view.confirmed.min(MAX_DOUBLINGS) {
+        return Decision::ForResponse(Hold::Pace);
+    }
     // This instance's share of what is left, in flight at once.
     if in_flight > 0 && in_flight as f64 >= budget.remaining as f64 / view.instances {
         return Decision::ForResponse(Hold::Pace);
@@ -160,16 +174,31 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     };
     let mut gap = Duration::ZERO;
     let mut first_reset = budget.reset_at;
-    for &(remaining, reset_at) in budget.windows() {
-        let reopens = budget.reopens(reset_at);
-        if reset_at <= now {
+    for window in budget.windows() {
+        let reopens = budget.reopens(window.reset_at);
+        if window.reset_at <= now {
             // Ended but not reopened: another instance's 429 may still hold the key.
             return Decision::Until(reopens, Hold::Pace);
         }
         first_reset = first_reset.min(reopens);
-        let span = reset_at.saturating_duration_since(now).min(HORIZON);
+        let span = window.reset_at.saturating_duration_since(now);
+        // Once others are seen, a window that the fleet's pace would empty early is spread
+        // over all its time: its 429 would hold the key to its end, and every instance that
+        // has not met it would call into that `Retry-After`.
+        let span = if window.runs_out && !view.alone {
+            span
+        } else {
+            span.min(HORIZON)
+        };
+        // What the others spent since the last answer is in no answer yet: projected at the
+        // pace the budget has fallen, once others are seen.
+        let known = if view.alone {
+            window.remaining as f64
+        } else {
+            window.projected
+        };
+        let left = (known - in_flight as f64 * view.instances).max(0.0);
         // `left + 1` intervals, so that the last request goes before the reset, not at it.
-        let left = (remaining - in_flight) as f64;
         gap = gap.max(span.mul_f64(view.instances / (left + 1.0)));
     }
     let next = last
@@ -220,6 +249,7 @@ mod tests {
             known: budgets.known(now),
             instances: budgets.instances(),
             alone: false,
+            confirmed: 0,
             wire: Wire::default(),
         }
     }
@@ -380,6 +410,84 @@ mod tests {
             decide(&view(11, secs(61)), Pacing::Shared, t0),
             Decision::Go { probe: false },
             "expected no reserve in a window that ends later than a minute from now"
+        );
+    }
+
+    #[test]
+    fn alone_more_go_at_once_only_as_answers_in_a_row_confirm_it() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let known = budgets(50, secs(60), t0);
+        let mut view = view(&gate, &known, t0);
+        view.alone = true;
+        view.instances = 1.0;
+        view.wire.in_flight = 1;
+        view.wire.last_admit = Some(t0 - secs(10));
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::ForResponse(Hold::Pace),
+            "expected a second request to wait for the first answer before any confirms"
+        );
+        view.confirmed = 1;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Go { probe: false }
+        );
+        view.wire.in_flight = 2;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::ForResponse(Hold::Pace)
+        );
+        view.confirmed = 2;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Go { probe: false }
+        );
+    }
+
+    #[test]
+    fn once_others_are_seen_the_budget_is_taken_to_fall_between_answers() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let known = budgets(29, secs(60), t0);
+        let now = t0 + secs(30);
+        let mut view = view(&gate, &known, now);
+        view.instances = 1.0;
+        let last = now - Duration::from_millis(1_500);
+        view.wire.last_admit = Some(last);
+        // Half the time left since the answer: half the budget left, as the others spread it.
+        assert_eq!(
+            decide(&view, Pacing::Shared, now),
+            Decision::Until(last + secs(30).mul_f64(1.0 / 15.5), Hold::Pace)
+        );
+        view.alone = true;
+        view.wire.in_flight = 1;
+        view.confirmed = 1;
+        assert_eq!(
+            decide(&view, Pacing::Shared, now),
+            Decision::Go { probe: false },
+            "expected a key's only user to take the answers as they are"
+        );
+    }
+
+    #[test]
+    fn a_window_the_fleets_pace_would_empty_early_is_spread_over_all_its_time() {
+        let t0 = Instant::now();
+        let gate = Gate::default();
+        let mut known = Budgets::default();
+        let day = DateTime::from_timestamp(9_000, 0).unwrap();
+        let own = |sent| Own { sent, in_flight: 1 };
+        known.report(Quota::new(1_000, 1_000, day), t0 + secs(300), t0, own(1));
+        // 400 spent in 10 s: at that pace the day runs out 15 s on, long before its end.
+        let now = t0 + secs(10);
+        known.report(Quota::new(1_000, 600, day), t0 + secs(300), now, own(2));
+        let mut view = view(&gate, &known, now);
+        view.wire.last_admit = Some(now);
+        assert_eq!(view.instances, 400.0);
+        assert_eq!(
+            decide(&view, Pacing::Shared, now),
+            Decision::Until(now + secs(290).mul_f64(400.0 / 601.0), Hold::Pace),
+            "expected the day's 290 s left, not a minute, to spread the budget over"
         );
     }
 

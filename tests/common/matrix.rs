@@ -263,6 +263,38 @@ fn many_instances_cells() -> Vec<Cell> {
             16,
         )
     });
+    // Found by the simulation explorer (seed 1152 with `SIM_MAX_INSTANCES=32`): each
+    // instance's second task went before the first's answer, which the latency kept, and
+    // answers that came late showed a budget the others had since spent.
+    cells.push(Cell {
+        tasks: 2,
+        per_minute: 96,
+        minute: 2,
+        windows: 8,
+        faults: vec![Fault::latency(Duration::from_millis(382)).fraction(0.5)],
+        expect: Expect::Goodput(0.5),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, half the answers 382 ms late, 2 s windows",
+            32,
+        )
+    });
+    // Found by the simulation explorer (seed 1084 with `SIM_MAX_INSTANCES=32`): a day that
+    // binds was spread over a minute, spent long before its end, and every instance that had
+    // not met its 429 called into the wait for the day's end.
+    cells.push(Cell {
+        tasks: 3,
+        per_minute: 96,
+        per_day: 160,
+        day: 300,
+        windows: 6,
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, a day of 160 that binds over 96 a minute",
+            32,
+        )
+    });
     cells
 }
 
@@ -617,6 +649,9 @@ pub async fn run(cell: &Cell) -> Figures {
         }
     }
     let log = sandbox.request_log();
+    if std::env::var_os("SIM_LOG").is_some() {
+        print_log(&log);
+    }
     let stats = sandbox.stats();
     let minutes = full_windows(&log, cell.minute);
     let per_minute: Vec<u64> = minutes.iter().map(|(_, n)| *n).collect();
@@ -649,6 +684,27 @@ pub async fn run(cell: &Cell) -> Figures {
         slowest_call,
         calls,
         errors,
+    }
+}
+
+/// Every request the sandbox received, one line each, in the order it logged them: when,
+/// from which instance, the status, and whether it came during a `Retry-After`.
+fn print_log(log: &[LoggedRequest]) {
+    let Some(first) = log.first() else { return };
+    for request in log {
+        println!(
+            "{:>9.3} s {:<12} {:>4} {}",
+            (request.at - first.at).as_secs_f64(),
+            request.user_agent.as_deref().unwrap_or("-"),
+            request
+                .status
+                .map_or("-".to_owned(), |status| status.to_string()),
+            if request.during_cooldown {
+                "during a Retry-After"
+            } else {
+                ""
+            }
+        );
     }
 }
 

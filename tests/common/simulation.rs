@@ -152,7 +152,6 @@ pub fn world(seed: u64) -> Cell {
     let many = rng.pick(&[16, 32]);
     if sharing == Sharing::Independent && rng.chance(0.15) && many <= max_instances() {
         cell.instances = many;
-        within_reach_of_independent_instances(&mut cell, injected_429);
         cell.name
             .push_str(&format!(", {many} independent instances"));
     }
@@ -168,42 +167,50 @@ pub fn world(seed: u64) -> Cell {
                 }
             })
             .collect();
-        let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
-        cell.name
-            .push_str(&format!(", backends at [{}] s", offsets.join(", ")));
     }
     let run = cell.minute * cell.windows * 1_000;
     if rng.chance(0.15) {
         let after = Duration::from_millis(rng.below(run));
         let by = (1 + rng.below(30) as i64) * if rng.chance(0.5) { 1 } else { -1 };
         cell.clock_step = Some(ClockStep { after, by });
-        cell.name.push_str(&format!(
-            ", clock steps {by:+} s at {:.3} s",
-            after.as_secs_f64()
-        ));
     }
     if rng.chance(0.15) {
         let after = Duration::from_millis(rng.below(run));
-        let mut per_minute = rng.pick(&[5, 10, 20, 30, 60]);
-        if cell.instances > ALWAYS_WITHIN_REACH {
-            per_minute = per_minute.max(2 * cell.instances as u32);
-        }
+        let per_minute = rng.pick(&[5, 10, 20, 30, 60]);
         cell.plan_change = Some(PlanChange {
             after,
             per_minute,
             per_day: cell.per_day,
         });
-        cell.name.push_str(&format!(
-            ", plan {} → {per_minute}/min at {:.3} s",
-            cell.per_minute,
-            after.as_secs_f64()
-        ));
     }
     if rng.chance(0.2) {
         cell.start_gap = Duration::from_millis(1 + rng.below(2_000));
         cell.name.push_str(&format!(
             ", instances start {} ms apart",
             cell.start_gap.as_millis()
+        ));
+    }
+    if cell.instances > ALWAYS_WITHIN_REACH {
+        within_reach_of_independent_instances(&mut cell, injected_429);
+    }
+    if !cell.backends.is_empty() {
+        let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
+        cell.name
+            .push_str(&format!(", backends at [{}] s", offsets.join(", ")));
+    }
+    if let Some(step) = cell.clock_step {
+        cell.name.push_str(&format!(
+            ", clock steps {:+} s at {:.3} s",
+            step.by,
+            step.after.as_secs_f64()
+        ));
+    }
+    if let Some(change) = cell.plan_change {
+        cell.name.push_str(&format!(
+            ", plan {} → {}/min at {:.3} s",
+            cell.per_minute,
+            change.per_minute,
+            change.after.as_secs_f64()
         ));
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
@@ -216,18 +223,48 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 
 /// Makes a world of more independent instances than [`ALWAYS_WITHIN_REACH`] one that
 /// instances which know nothing of each other can keep without a ban, whatever client they
-/// run. Each instance learns of the others only from its own answers, so two kinds of world
-/// are out of reach for them (the `redis` feature's shared state is for those fleets):
-/// - a window that allows fewer than two requests per instance: every instance's first
-///   request, and the next it sends before its second answer can show the others, can empty
-///   the window, and every instance that has not yet met the 429 calls into its `Retry-After`;
+/// run. Each instance learns of the others only from its own answers, and every instance that
+/// has not met a 429 calls into its `Retry-After`, so ten of them there are a ban. Out of
+/// reach, therefore (the `redis` feature's shared state is for those fleets):
+/// - a window that allows fewer than three requests per instance: every instance sends its
+///   first request, and the next one before its second answer can show the others; with
+///   latencies that differ, the instances answered first send more before the slower ones'
+///   requests show, and a window of two per instance runs out with the others still calling;
+/// - instances that start one after another, with a window that allows fewer than ten
+///   requests per instance: the first, alone, may spend all but the fifth it keeps for
+///   others, and the later ones meet a spent window, one 429 each;
+/// - a day window that allows fewer than the minute's and two more per instance: the headers
+///   show whichever window has less left, so a day that falls with the minute is not seen
+///   until the minute resets, and then every instance's first request meets the day's 429;
+/// - `X-RateLimit-Remaining` that no client can read (`-1`): only 429s show the budget;
+/// - backends whose clocks all run ahead of the limiter's: no answer shows when the limiter's
+///   windows end, every instance places each end early by as much, and their first requests
+///   after it meet the 429 of a window that has not ended;
+/// - a step of the service's clock back: the windows it steps back into may be spent, and
+///   their 429 comes as unforeseen as an injected one;
 /// - an injected 429, which the sandbox applies to the whole key: every other instance calls
-///   into that `Retry-After` until it meets a 429 of its own, so one request each from ten of
-///   them is a ban.
+///   into that `Retry-After` until it meets a 429 of its own.
 fn within_reach_of_independent_instances(cell: &mut Cell, injected_429: Option<(usize, String)>) {
-    let least = 2 * cell.instances as u32;
+    let instances = cell.instances as u32;
+    let per_instance = if cell.start_gap.is_zero() { 3 } else { 10 };
+    let least = per_instance * instances;
     cell.per_minute = cell.per_minute.max(least);
-    cell.per_day = cell.per_day.max(least);
+    let mut most_per_minute = cell.per_minute;
+    if let Some(change) = &mut cell.plan_change {
+        change.per_minute = change.per_minute.max(least);
+        most_per_minute = most_per_minute.max(change.per_minute);
+    }
+    cell.per_day = cell.per_day.max(most_per_minute + 2 * instances);
+    if let Some(change) = &mut cell.plan_change {
+        change.per_day = cell.per_day;
+    }
+    if cell.quota_fields == QuotaFields::NegativeRemaining {
+        cell.quota_fields = QuotaFields::XRateLimit;
+    }
+    if cell.backends.iter().all(|offset| *offset > 0) {
+        cell.backends.clear();
+    }
+    cell.clock_step = cell.clock_step.filter(|step| step.by > 0);
     if let Some((index, words)) = injected_429 {
         drop(cell.faults.remove(index));
         cell.name = cell.name.replacen(&words, "", 1);
