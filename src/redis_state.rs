@@ -13,7 +13,13 @@ use crate::rate::{self, SharedStore};
 ///
 /// Requires the `redis` feature. Give it to
 /// [`PetStoreClientBuilder::shared_state`](crate::PetStoreClientBuilder::shared_state); clients
-/// share a state when they use the same Redis, the same base URL and the same API key.
+/// share a state when they use the same Redis, the same API key and a base URL naming the same
+/// service. Base URLs are compared as the service they name: scheme and host case, the
+/// scheme's default port (443, 80) and a trailing slash make no difference, and every loopback
+/// host (`localhost`, `127.0.0.0/8`, `[::1]`) is one host. No other name is resolved: two DNS
+/// names of one address, or a name and its address, are two states, so give every instance
+/// the same spelling. A loopback base URL names each host's own machine, and the fleet takes
+/// them for one service, as with a proxy beside every instance that forwards to the API.
 ///
 /// ```no_run
 /// use petstore_client::{PetStoreClient, RedisState};
@@ -26,8 +32,8 @@ use crate::rate::{self, SharedStore};
 /// # Ok::<(), petstore_client::Error>(())
 /// ```
 ///
-/// **What is stored:** one hash per API key and base URL, named `petstore-client:v1:` and 32
-/// hexadecimal digits of a SHA-256 of the base URL and the key (never the key itself), with
+/// **What is stored:** one hash per API key and service, named `petstore-client:v1:` and 32
+/// hexadecimal digits of a SHA-256 of the service and the key (never the key itself), with
 /// the windows' limits, budgets left and ends (four windows at most, each known by its period
 /// and removed once the period has ended), the cooldown's end, and whether an instance is
 /// finding out a new window period. Nothing else: no pet, response or key. It expires a minute

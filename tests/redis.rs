@@ -16,7 +16,7 @@ use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
-use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
+use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState, RetryPolicy};
 use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
@@ -317,6 +317,44 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
         sandbox.stats().during_cooldown()
     );
     assert_safe(&log, sandbox.stats().bans());
+}
+
+/// Issue 21, item 5: a state is the key's on a service, however its base URL is spelt. Two
+/// instances that named one sandbox `localhost` and `127.0.0.1` kept two states: the second
+/// called during the first one's `Retry-After`. Held now, it fails at once (`Retry-After`
+/// is past its `max_server_wait`) and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn localhost_and_127_0_0_1_on_one_port_share_one_state() {
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let port = sandbox.base_url().port().expect("the sandbox's port");
+    let spelt = |base_url: String| {
+        PetStoreClient::builder()
+            .base_url(base_url)
+            .api_key(KEY)
+            .rate_limit_scope(RateLimitScope::Client)
+            .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+            .shared_state(RedisState::new(&redis.url()).unwrap())
+            .build()
+            .unwrap()
+    };
+    let first = spelt(format!("http://localhost:{port}/v1"));
+    let second = spelt(format!("http://127.0.0.1:{port}/v1/"));
+
+    let limited = first.list_pets().limit(1).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
+    let held = second.list_pets().limit(1).send().await.unwrap_err();
+    assert!(
+        matches!(held, Error::Throttled(_)),
+        "expected the second spelling to be held by the first one's 429, got {held}"
+    );
+    let log = sandbox.request_log();
+    assert_eq!(
+        log.len(),
+        1,
+        "expected only the first request to reach the service, it saw {log:?}"
+    );
 }
 
 /// Issue 21: 8 calls of 300 ms with an ample budget took 2.5 s through Redis (0.3 s without):

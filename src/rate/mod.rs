@@ -14,6 +14,7 @@
 
 mod budget;
 mod gate;
+mod identity;
 mod line;
 mod pacer;
 #[cfg(feature = "redis")]
@@ -37,6 +38,7 @@ use crate::clock::{self, Clock, ServerClock};
 use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
+pub(crate) use identity::is_loopback;
 use line::Line;
 pub(crate) use pacer::Hold;
 use pacer::{Decision, View, Wire};
@@ -94,6 +96,12 @@ pub enum RateLimitScope {
     /// Every client in this process built for the same base URL and API key shares one state,
     /// so a client built per request or per module cannot defeat the discipline. The state is
     /// found by a hash of the key, never the key, and freed with the last client using it.
+    ///
+    /// Base URLs are compared as the service they name: scheme and host case, the scheme's
+    /// default port and a trailing slash make no difference, and every loopback host
+    /// (`localhost`, `127.0.0.0/8`, `[::1]`) is one host, since each reaches only this
+    /// machine. No other name is resolved: two DNS names of one address, or a name and its
+    /// address, are two services, with a state each.
     #[default]
     Process,
     /// This client and its clones have a state of their own, as if in a process of their own

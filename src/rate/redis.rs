@@ -1,4 +1,4 @@
-//! The shared rate-limit state in Redis: one hash per API key and base URL, changed only by
+//! The shared rate-limit state in Redis: one hash per API key and service, changed only by
 //! one Lua script (`redis.lua`), so that each admission is one atomic round trip.
 
 use std::fmt;
@@ -11,6 +11,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use url::Url;
 
+use super::identity::service;
 use super::pacer::Hold;
 use super::store::{
     Admission, BoxFuture, Outcome, PROBE_FOR, SharedStore, Store, Verdict, WindowReport,
@@ -114,7 +115,7 @@ impl Store for RedisStore {
     fn name(&self, base_url: &Url, api_key: &str) -> String {
         let mut hash = Sha256::new();
         hash.update(b"petstore-client rate-limit state\0");
-        hash.update(base_url.as_str().as_bytes());
+        hash.update(service(base_url).as_bytes());
         hash.update(b"\0");
         hash.update(api_key.as_bytes());
         let digest = hash.finalize();
@@ -194,5 +195,7 @@ mod tests {
         assert_ne!(name, store.name(&url, "another-key"));
         let other = Url::parse("https://petstore.example.com/v2/").unwrap();
         assert_ne!(name, store.name(&other, "secret-key-123"));
+        let spelt = Url::parse("HTTPS://PetStore.example.com:443/v1").unwrap();
+        assert_eq!(name, store.name(&spelt, "secret-key-123"), "one service");
     }
 }
