@@ -47,6 +47,20 @@ use crate::rate::{self, SharedStore};
 /// [`timeout`](Self::timeout), one `WARN` is logged per outage, and sharing resumes when Redis
 /// answers again. No call fails or waits longer because of Redis.
 ///
+/// **Nothing the fleet must know is lost:** the report of a 429 (or a 503 with `Retry-After`),
+/// and of the first answer in a window period, waits in this value's outbox (64 states at most)
+/// until Redis takes it. A task of its own sends it, and tries again once a second while
+/// Redis fails and the report still matters; the next admission on the key takes it along
+/// meanwhile. The call that met the response may be cancelled, and the report may time out:
+/// the other instances still hear of it.
+///
+/// **A cancelled call** spends nothing while it waits in line or is held. Once Redis is
+/// asked, its script runs whether or not the call still waits for the answer: a call cancelled
+/// then, or after it was admitted and before its request was sent, counts as one request of
+/// the fleet's budget until the window's period ends, as Redis cannot tell it was not sent,
+/// and if it was the fleet's probe the other instances wait for it until it expires (2 s).
+/// The process counts it only once it was admitted.
+///
 /// The connection is made on first use, on the Tokio runtime of that call, and kept, with
 /// reconnects, for the clients and clones using this value; a value used on a runtime that has
 /// since shut down treats Redis as unreachable. Its `Debug` output shows the address, never a

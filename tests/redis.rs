@@ -325,22 +325,14 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
 /// is past its `max_server_wait`) and sends nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn localhost_and_127_0_0_1_on_one_port_share_one_state() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
     let redis = RedisServer::start();
     let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
     sandbox.inject(Fault::status(429).retry_after(30).times(1));
     let port = sandbox.base_url().port().expect("the sandbox's port");
-    let spelt = |base_url: String| {
-        PetStoreClient::builder()
-            .base_url(base_url)
-            .api_key(KEY)
-            .rate_limit_scope(RateLimitScope::Client)
-            .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
-            .shared_state(RedisState::new(&redis.url()).unwrap())
-            .build()
-            .unwrap()
-    };
-    let first = spelt(format!("http://localhost:{port}/v1"));
-    let second = spelt(format!("http://127.0.0.1:{port}/v1/"));
+    let first = impatient(&format!("http://localhost:{port}/v1"), &redis.url());
+    let second = impatient(&format!("http://127.0.0.1:{port}/v1/"), &redis.url());
 
     let limited = first.list_pets().limit(1).send().await.unwrap_err();
     assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
@@ -354,6 +346,144 @@ async fn localhost_and_127_0_0_1_on_one_port_share_one_state() {
         log.len(),
         1,
         "expected only the first request to reach the service, it saw {log:?}"
+    );
+}
+
+/// An instance of its own at `base_url`, through the Redis at `redis_url`, which sends each request once and
+/// fails at once when held longer than 5 s.
+fn impatient(base_url: &str, redis_url: &str) -> PetStoreClient {
+    PetStoreClient::builder()
+        .base_url(base_url)
+        .api_key(KEY)
+        .rate_limit_scope(RateLimitScope::Client)
+        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+        .shared_state(RedisState::new(redis_url).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Waits up to 10 s for the state in `server` to hold a cooldown; the hash's fields if it
+/// does not.
+async fn cooldown_in_redis(server: &RedisServer) -> Result<(), Vec<(String, String)>> {
+    let mut redis = redis_connection(server).await;
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("petstore-client:*")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let mut fields: Vec<(String, String)> = Vec::new();
+        for key in keys {
+            fields = redis::cmd("HGETALL")
+                .arg(key)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+        }
+        if fields.iter().any(|(field, _)| field == "cool") {
+            return Ok(());
+        }
+        if Instant::now() > give_up {
+            return Err(fields);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue 21, item 2: a call cancelled while its 429's report to Redis was in flight lost the
+/// report, and another instance called during the `Retry-After`. A report sent whole is
+/// carried out by Redis whether its caller waits or not; one that takes two round trips is
+/// lost between them: here the script must be loaded again (as after a restart or a failover
+/// to a replica: `SCRIPT FLUSH` plays it). Redis is 400 ms away a round trip, and the call is
+/// cancelled as soon as the service has answered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_reaches_redis_though_the_call_that_met_it_is_cancelled() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    let redis = RedisServer::start();
+    let link = SlowLink::start(redis.port(), Duration::from_millis(200)).await;
+    let slow = format!("redis://127.0.0.1:{}/", link.port());
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).skip(1).times(1));
+    let first = PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key(KEY)
+        .rate_limit_scope(RateLimitScope::Client)
+        .retry_policy(RetryPolicy::none())
+        .shared_state(
+            RedisState::new(&slow)
+                .unwrap()
+                .timeout(Duration::from_secs(3)),
+        )
+        .build()
+        .unwrap();
+    first.list_pets().limit(1).send().await.unwrap();
+    let mut direct = redis_connection(&redis).await;
+    let call = tokio::spawn({
+        let first = first.clone();
+        async move { first.list_pets().limit(1).send().await }
+    });
+    while limited(&sandbox.request_log()) == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The report is on its way, 200 ms from Redis.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut direct)
+        .await
+        .unwrap();
+    call.abort();
+    assert!(
+        call.await.is_err_and(|error| error.is_cancelled()),
+        "expected the call to be cancelled while its report was on its way"
+    );
+
+    if let Err(fields) = cooldown_in_redis(&redis).await {
+        panic!("expected the 429's cooldown in Redis, the state holds {fields:?}");
+    }
+    let second = impatient(sandbox.base_url().as_str(), &redis.url());
+    let held = second.list_pets().limit(1).send().await.unwrap_err();
+    assert!(
+        matches!(held, Error::Throttled(_)),
+        "expected another instance held by the cancelled call's 429, got {held}"
+    );
+    assert_eq!(
+        sandbox.request_log().len(),
+        2,
+        "expected nothing sent after the 429"
+    );
+}
+
+/// Issue 21, item 2: a 429's report that timed out (Redis frozen) was lost. It is kept and
+/// delivered once Redis answers again, though the instance that met it sends nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_whose_report_timed_out_reaches_redis_once_it_answers_again() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).skip(1).times(1));
+    let first = impatient(sandbox.base_url().as_str(), &redis.url());
+    first.list_pets().limit(1).send().await.unwrap();
+    redis.freeze();
+    let limited = first.list_pets().limit(1).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
+    redis.thaw();
+
+    if let Err(fields) = cooldown_in_redis(&redis).await {
+        panic!("expected the 429's cooldown in Redis once it answered, it holds {fields:?}");
+    }
+    let second = impatient(sandbox.base_url().as_str(), &redis.url());
+    let held = second.list_pets().limit(1).send().await.unwrap_err();
+    assert!(
+        matches!(held, Error::Throttled(_)),
+        "expected another instance held by the 429, got {held}"
+    );
+    assert_eq!(
+        sandbox.request_log().len(),
+        2,
+        "expected nothing sent after the 429"
     );
 }
 

@@ -45,7 +45,7 @@ use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::store as redis_store;
 pub(crate) use store::SharedStore;
-use store::{Admission, Exchange, Outcome, Verdict, WindowReport};
+use store::{Exchange, Outcome, Verdict, WindowReport};
 
 /// How a client spends the rate-limit budget the service reports.
 ///
@@ -230,29 +230,29 @@ impl RateLimiter {
         let mut logged = None;
         let mut holds = Holds::default();
         loop {
-            let (permit, pending, metered) = self
+            let (permit, metered) = self
                 .admit_here(operation, give_up_at, &mut logged, &mut holds)
                 .await?;
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
-            if let Some(permit) = self.ask_store(permit, &pending, metered).await {
+            if let Some(mut permit) = self.ask_store(permit, metered).await {
+                permit.handed_out = true;
                 // The last hold ended where the process admitted it.
                 return Ok((permit, holds.end(Instant::now())));
             }
         }
     }
 
-    /// [`admit`](Self::admit) by this process's own discipline: the permit, with the reports
-    /// to send along and whether to spend from the fleet's window budgets; what held it is
-    /// added to `holds`.
+    /// [`admit`](Self::admit) by this process's own discipline: the permit, and whether to
+    /// spend from the fleet's window budgets; what held it is added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
         give_up_at: Instant,
         logged: &mut Option<Hold>,
         holds: &mut Holds,
-    ) -> Result<(Permit<'_>, Vec<WindowReport>, bool), Held> {
+    ) -> Result<(Permit<'_>, bool), Held> {
         let shared = &*self.shared;
         let mut join = pin!(shared.line.join(give_up_at));
         // Polled once first, so that a call with nobody ahead records no wait in line.
@@ -297,10 +297,11 @@ impl RateLimiter {
                         store_probe: false,
                         asks_again: false,
                         admitted: 0,
+                        handed_out: false,
                         settled: false,
                     };
                     if self.store.is_none() {
-                        return Ok((permit, Vec::new(), false));
+                        return Ok((permit, false));
                     }
                     // The first request after the fleet's hold asks alone whether it is over,
                     // so that the others do not all ask again and again.
@@ -310,7 +311,7 @@ impl RateLimiter {
                     }
                     let metered =
                         self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
-                    return Ok((permit, std::mem::take(&mut state.store.pending), metered));
+                    return Ok((permit, metered));
                 }
                 decision
             };
@@ -342,20 +343,11 @@ impl RateLimiter {
 
     /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
     /// `None` if the fleet holds it (the process then holds every request as long).
-    async fn ask_store<'a>(
-        &'a self,
-        mut permit: Permit<'a>,
-        pending: &[WindowReport],
-        metered: bool,
-    ) -> Option<Permit<'a>> {
+    async fn ask_store<'a>(&'a self, mut permit: Permit<'a>, metered: bool) -> Option<Permit<'a>> {
         let Some(link) = &self.store else {
             return Some(permit);
         };
-        let admission = Admission {
-            reports: pending,
-            metered,
-        };
-        let verdict = link.store.admit(&link.name, admission).await;
+        let verdict = link.store.admit(&link.name, metered).await;
         let shared = permit.shared;
         let (permit, wake) = {
             let mut state = shared.lock();
@@ -560,6 +552,10 @@ pub(crate) struct Permit<'a> {
     asks_again: bool,
     /// The fleet's number for this admission.
     admitted: u64,
+    /// Handed to the caller, which may send the request: dropped unreported from then on, it
+    /// counts as spent. Dropped before, its call was cancelled while the fleet's store
+    /// decided, and it spends nothing here.
+    handed_out: bool,
     settled: bool,
 }
 
@@ -568,7 +564,9 @@ impl Permit<'_> {
     /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
     /// responses in a row before it), then let held requests look again. The
     /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
-    /// probe), otherwise with this process's next admission.
+    /// probe), otherwise with this process's next admission. Either way the report waits in
+    /// the store's outbox until the store takes it: neither this call's cancellation nor a
+    /// store that does not answer in time loses it.
     pub(crate) async fn at_head(
         self,
         status: StatusCode,
@@ -630,10 +628,10 @@ impl Permit<'_> {
                             ends_at: reset_at,
                             admitted: self.admitted,
                         };
-                        if urgent {
-                            report = Some(window);
-                        } else {
-                            state.store.queue(window);
+                        match self.store {
+                            Some(_) if urgent => report = Some(window),
+                            Some(link) => link.store.queue(&link.name, window),
+                            None => {}
                         }
                     }
                 }
@@ -716,7 +714,9 @@ impl Drop for Permit<'_> {
         let shared = self.shared;
         let wake = {
             let mut state = shared.lock();
-            state.budgets.spend_on_doubt();
+            if self.handed_out {
+                state.budgets.spend_on_doubt();
+            }
             self.answered(&mut state) | self.release(&mut state)
         };
         shared.wake(wake);

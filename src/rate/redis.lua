@@ -3,7 +3,8 @@
 -- ("ends in 9500 ms"), never their own clock's time, so that hosts need not agree on the time.
 --
 -- KEYS[1]  the key's hash
--- ARGV[1]  'admit' (apply the reports, then spend one request or say how long to hold it)
+-- ARGV[1]  'admit' (apply the reports and the outcome, then spend one request or say how long
+--          to hold it)
 --          or 'report' (apply the reports and the outcome only)
 -- ARGV[2]  '1' to spend from the window budgets, '0' to obey only the cooldown
 -- ARGV[3]  how long one instance may probe an unknown period, ms

@@ -139,7 +139,7 @@ impl Store for RedisStore {
                     "admit",
                     admission.metered,
                     admission.reports,
-                    Outcome::Nothing,
+                    admission.outcome,
                 )
                 .await?;
             let unexpected = || format!("unexpected reply from the script: {reply:?}");
