@@ -47,6 +47,17 @@ use crate::rate::{self, SharedStore};
 /// [`timeout`](Self::timeout), one `WARN` is logged per outage, and sharing resumes when Redis
 /// answers again. No call fails or waits longer because of Redis.
 ///
+/// **Redis settings:** set `maxmemory-policy` to `noeviction` (the default), or leave
+/// `maxmemory` at 0: under any other policy a full Redis may evict the state, as every key of
+/// it expires (`volatile-*` policies evict it too). Persistence (`appendonly yes`, or `save`)
+/// keeps the state across a restart. A state lost all the same (evicted, `FLUSHALL`, a restart
+/// without persistence, a failover to a replica that lagged) reads as unknown to every
+/// instance that saw it, never as a fresh budget: one request finds out the budget and the
+/// cooldown again, alone, and the others wait for its answer. On its first connection a
+/// `RedisState` reads these settings (`CONFIG GET`) and logs a `WARN` if the policy may evict
+/// the state, or if `CONFIG` is not allowed (an ACL user without it, a renamed command); an
+/// `INFO` says when Redis keeps nothing on disk.
+///
 /// **Nothing the fleet must know is lost:** the report of a 429 (or a 503 with `Retry-After`),
 /// and of the first answer in a window period, waits in this value's outbox (64 states at most)
 /// until Redis takes it. A task of its own sends it, and tries again once a second while

@@ -230,13 +230,13 @@ impl RateLimiter {
         let mut logged = None;
         let mut holds = Holds::default();
         loop {
-            let (permit, metered) = self
+            let (permit, metered, seen) = self
                 .admit_here(operation, give_up_at, &mut logged, &mut holds)
                 .await?;
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
-            if let Some(mut permit) = self.ask_store(permit, metered).await {
+            if let Some(mut permit) = self.ask_store(permit, metered, seen).await {
                 permit.handed_out = true;
                 // The last hold ended where the process admitted it.
                 return Ok((permit, holds.end(Instant::now())));
@@ -244,15 +244,16 @@ impl RateLimiter {
         }
     }
 
-    /// [`admit`](Self::admit) by this process's own discipline: the permit, and whether to
-    /// spend from the fleet's window budgets; what held it is added to `holds`.
+    /// [`admit`](Self::admit) by this process's own discipline: the permit, whether to spend
+    /// from the fleet's window budgets, and whether the fleet's store was seen to hold the
+    /// state; what held it is added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
         give_up_at: Instant,
         logged: &mut Option<Hold>,
         holds: &mut Holds,
-    ) -> Result<(Permit<'_>, bool), Held> {
+    ) -> Result<(Permit<'_>, bool, bool), Held> {
         let shared = &*self.shared;
         let mut join = pin!(shared.line.join(give_up_at));
         // Polled once first, so that a call with nobody ahead records no wait in line.
@@ -301,7 +302,7 @@ impl RateLimiter {
                         settled: false,
                     };
                     if self.store.is_none() {
-                        return Ok((permit, false));
+                        return Ok((permit, false, false));
                     }
                     // The first request after the fleet's hold asks alone whether it is over,
                     // so that the others do not all ask again and again.
@@ -311,7 +312,7 @@ impl RateLimiter {
                     }
                     let metered =
                         self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
-                    return Ok((permit, metered));
+                    return Ok((permit, metered, state.store.seen));
                 }
                 decision
             };
@@ -343,15 +344,21 @@ impl RateLimiter {
 
     /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
     /// `None` if the fleet holds it (the process then holds every request as long).
-    async fn ask_store<'a>(&'a self, mut permit: Permit<'a>, metered: bool) -> Option<Permit<'a>> {
+    async fn ask_store<'a>(
+        &'a self,
+        mut permit: Permit<'a>,
+        metered: bool,
+        seen: bool,
+    ) -> Option<Permit<'a>> {
         let Some(link) = &self.store else {
             return Some(permit);
         };
-        let verdict = link.store.admit(&link.name, metered).await;
+        let verdict = link.store.admit(&link.name, metered, seen).await;
         let shared = permit.shared;
         let (permit, wake) = {
             let mut state = shared.lock();
             state.store.live = verdict.is_some();
+            state.store.seen |= state.store.live;
             let answered = permit.answered(&mut state);
             match verdict {
                 // Without an answer the process's own discipline decides alone.

@@ -86,6 +86,8 @@ pub(crate) struct Exchange {
     /// The store answered the last admission: it meters the budget exactly, so this process
     /// need not guess how many others spend it.
     pub(crate) live: bool,
+    /// The store has answered an admission: a state it no longer holds was lost.
+    pub(crate) seen: bool,
 }
 
 /// The most window reports kept for one state; the specification has two windows.
@@ -250,6 +252,9 @@ pub(crate) struct Admission<'a> {
     /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
     /// service that does not meter the key).
     pub(crate) metered: bool,
+    /// This process has seen the state in the store: if the store has none, it was lost, and
+    /// what it held is unknown.
+    pub(crate) seen: bool,
 }
 
 /// A store of the state shared by the fleet. Each operation is one round trip.
@@ -336,12 +341,13 @@ impl SharedStore {
     /// The fleet's verdict, or `None` when the store cannot give one in time: the request
     /// then goes by the process's own discipline alone. What waits to be told of `name` goes
     /// along, and waits on unless the store answers.
-    pub(crate) async fn admit(&self, name: &str, metered: bool) -> Option<Verdict> {
+    pub(crate) async fn admit(&self, name: &str, metered: bool, seen: bool) -> Option<Verdict> {
         let mut taken = Taken::new(&self.outbox, name);
         let admission = Admission {
             reports: &taken.unsent.windows,
             outcome: taken.unsent.outcome(Instant::now()),
             metered,
+            seen,
         };
         let verdict = self.guarded(self.store.admit(name, admission)).await;
         taken.delivered = verdict.is_some();
