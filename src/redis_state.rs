@@ -40,7 +40,8 @@ use crate::rate::{self, SharedStore};
 /// after the last thing it knows has passed.
 ///
 /// **Cost:** one round trip per request (a Lua script); one more for the few responses the
-/// other instances wait for (a 429, and the first answer in a window period).
+/// other instances wait for (a 429, and the first answer in a window period); four `CONFIG
+/// GET`s on the first connection.
 ///
 /// **When Redis is down, slow or restarted,** calls go on under the process's own rate
 /// discipline (the one that runs without Redis): every Redis operation gives up after

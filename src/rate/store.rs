@@ -241,6 +241,22 @@ impl Drop for Taken<'_> {
     }
 }
 
+/// A task retries the reports of `name`; dropped before it `ended` (its runtime shut down),
+/// another task may take over.
+struct Retrying<'a> {
+    outbox: &'a Mutex<Outbox>,
+    name: &'a str,
+    ended: bool,
+}
+
+impl Drop for Retrying<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            lock(self.outbox).retrying.remove(self.name);
+        }
+    }
+}
+
 /// One admission as the store receives it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Admission<'a> {
@@ -378,6 +394,11 @@ impl SharedStore {
         if done || !lock(&self.outbox).retrying.insert(name.clone()) {
             return;
         }
+        let mut retrying = Retrying {
+            outbox: &self.outbox,
+            name: &name,
+            ended: false,
+        };
         loop {
             let next_try = lock(&self.health).down;
             tokio::time::sleep_until(next_try.unwrap_or_else(|| clock::after(RETRY_EVERY))).await;
@@ -386,6 +407,7 @@ impl SharedStore {
                 // A report that came while the last try was on its way is this task's too.
                 if !outbox.unsent.contains_key(&name) {
                     outbox.retrying.remove(&name);
+                    retrying.ended = true;
                     return;
                 }
             }
