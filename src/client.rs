@@ -2,16 +2,15 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderValue;
-use url::{Host, Url};
+use url::Url;
 
 use crate::error::{Error, Result};
 use crate::headers::Quota;
-use crate::rate::{Pacing, RateLimitScope, RateLimiter, SharedStore};
+use crate::rate::{Pacing, RateLimitScope, RateLimiter, SharedStore, is_loopback};
 use crate::retry::RetryPolicy;
 
 /// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
@@ -500,15 +499,6 @@ fn shown(raw: &str) -> Cow<'_, str> {
             }
             None => raw.into(),
         },
-    }
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-        Some(Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-        None => false,
     }
 }
 

@@ -13,7 +13,13 @@ use crate::rate::{self, SharedStore};
 ///
 /// Requires the `redis` feature. Give it to
 /// [`PetStoreClientBuilder::shared_state`](crate::PetStoreClientBuilder::shared_state); clients
-/// share a state when they use the same Redis, the same base URL and the same API key.
+/// share a state when they use the same Redis, the same API key and a base URL naming the same
+/// service. Base URLs are compared as the service they name: scheme and host case, the
+/// scheme's default port (443, 80) and a trailing slash make no difference, and every loopback
+/// host (`localhost`, `127.0.0.0/8`, `[::1]`) is one host. No other name is resolved: two DNS
+/// names of one address, or a name and its address, are two states, so give every instance
+/// the same spelling. A loopback base URL names each host's own machine, and the fleet takes
+/// them for one service, as with a proxy beside every instance that forwards to the API.
 ///
 /// ```no_run
 /// use petstore_client::{PetStoreClient, RedisState};
@@ -26,20 +32,46 @@ use crate::rate::{self, SharedStore};
 /// # Ok::<(), petstore_client::Error>(())
 /// ```
 ///
-/// **What is stored:** one hash per API key and base URL, named `petstore-client:v1:` and 32
-/// hexadecimal digits of a SHA-256 of the base URL and the key (never the key itself), with
+/// **What is stored:** one hash per API key and service, named `petstore-client:v1:` and 32
+/// hexadecimal digits of a SHA-256 of the service and the key (never the key itself), with
 /// the windows' limits, budgets left and ends (four windows at most, each known by its period
 /// and removed once the period has ended), the cooldown's end, and whether an instance is
 /// finding out a new window period. Nothing else: no pet, response or key. It expires a minute
 /// after the last thing it knows has passed.
 ///
 /// **Cost:** one round trip per request (a Lua script); one more for the few responses the
-/// other instances wait for (a 429, and the first answer in a window period).
+/// other instances wait for (a 429, and the first answer in a window period); four `CONFIG
+/// GET`s on the first connection.
 ///
 /// **When Redis is down, slow or restarted,** calls go on under the process's own rate
 /// discipline (the one that runs without Redis): every Redis operation gives up after
 /// [`timeout`](Self::timeout), one `WARN` is logged per outage, and sharing resumes when Redis
 /// answers again. No call fails or waits longer because of Redis.
+///
+/// **Redis settings:** set `maxmemory-policy` to `noeviction` (the default), or leave
+/// `maxmemory` at 0: under any other policy a full Redis may evict the state, as every key of
+/// it expires (`volatile-*` policies evict it too). Persistence (`appendonly yes`, or `save`)
+/// keeps the state across a restart. A state lost all the same (evicted, `FLUSHALL`, a restart
+/// without persistence, a failover to a replica that lagged) reads as unknown to every
+/// instance that saw it, never as a fresh budget: one request finds out the budget and the
+/// cooldown again, alone, and the others wait for its answer. On its first connection a
+/// `RedisState` reads these settings (`CONFIG GET`) and logs a `WARN` if the policy may evict
+/// the state, or if `CONFIG` is not allowed (an ACL user without it, a renamed command); an
+/// `INFO` says when Redis keeps nothing on disk.
+///
+/// **Nothing the fleet must know is lost:** the report of a 429 (or a 503 with `Retry-After`),
+/// and of the first answer in a window period, waits in this value's outbox (64 states at most)
+/// until Redis takes it. A task of its own sends it, and tries again once a second while
+/// Redis fails and the report still matters; the next admission on the key takes it along
+/// meanwhile. The call that met the response may be cancelled, and the report may time out:
+/// the other instances still hear of it.
+///
+/// **A cancelled call** spends nothing while it waits in line or is held. Once Redis is
+/// asked, its script runs whether or not the call still waits for the answer: a call cancelled
+/// then, or after it was admitted and before its request was sent, counts as one request of
+/// the fleet's budget until the window's period ends, as Redis cannot tell it was not sent,
+/// and if it was the fleet's probe the other instances wait for it until it expires (2 s).
+/// The process counts it only once it was admitted.
 ///
 /// The connection is made on first use, on the Tokio runtime of that call, and kept, with
 /// reconnects, for the clients and clones using this value; a value used on a runtime that has

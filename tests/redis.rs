@@ -16,7 +16,7 @@ use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
-use petstore_client::{Error, PetStoreClient, RateLimitScope, RedisState};
+use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RedisState, RetryPolicy};
 use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
@@ -319,6 +319,334 @@ async fn a_429_seen_by_one_instance_holds_every_instance() {
     assert_safe(&log, sandbox.stats().bans());
 }
 
+/// Issue 21, item 5: a state is the key's on a service, however its base URL is spelt. Two
+/// instances that named one sandbox `localhost` and `127.0.0.1` kept two states: the second
+/// called during the first one's `Retry-After`. Held now, it fails at once (`Retry-After`
+/// is past its `max_server_wait`) and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn localhost_and_127_0_0_1_on_one_port_share_one_state() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let port = sandbox.base_url().port().expect("the sandbox's port");
+    let first = impatient(&format!("http://localhost:{port}/v1"), &redis.url());
+    let second = impatient(&format!("http://127.0.0.1:{port}/v1/"), &redis.url());
+
+    let limited = first.list_pets().limit(1).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
+    let held = second.list_pets().limit(1).send().await.unwrap_err();
+    assert!(
+        matches!(held, Error::Throttled(_)),
+        "expected the second spelling to be held by the first one's 429, got {held}"
+    );
+    let log = sandbox.request_log();
+    assert_eq!(
+        log.len(),
+        1,
+        "expected only the first request to reach the service, it saw {log:?}"
+    );
+}
+
+/// An instance of its own at `base_url`, through the Redis at `redis_url`, which sends each request once and
+/// fails at once when held longer than 5 s.
+fn impatient(base_url: &str, redis_url: &str) -> PetStoreClient {
+    PetStoreClient::builder()
+        .base_url(base_url)
+        .api_key(KEY)
+        .rate_limit_scope(RateLimitScope::Client)
+        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+        .shared_state(RedisState::new(redis_url).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Waits up to 10 s for the state in `server` to hold a cooldown; the hash's fields if it
+/// does not.
+async fn cooldown_in_redis(server: &RedisServer) -> Result<(), Vec<(String, String)>> {
+    let mut redis = redis_connection(server).await;
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("petstore-client:*")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        let mut fields: Vec<(String, String)> = Vec::new();
+        for key in keys {
+            fields = redis::cmd("HGETALL")
+                .arg(key)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+        }
+        if fields.iter().any(|(field, _)| field == "cool") {
+            return Ok(());
+        }
+        if Instant::now() > give_up {
+            return Err(fields);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Issue 21, item 2: a call cancelled while its 429's report to Redis was in flight lost the
+/// report, and another instance called during the `Retry-After`. A report sent whole is
+/// carried out by Redis whether its caller waits or not; one that takes two round trips is
+/// lost between them: here the script must be loaded again (as after a restart or a failover
+/// to a replica: `SCRIPT FLUSH` plays it). Redis is 400 ms away a round trip, and the call is
+/// cancelled as soon as the service has answered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_reaches_redis_though_the_call_that_met_it_is_cancelled() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    let redis = RedisServer::start();
+    let link = SlowLink::start(redis.port(), Duration::from_millis(200)).await;
+    let slow = format!("redis://127.0.0.1:{}/", link.port());
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).skip(1).times(1));
+    let first = PetStoreClient::builder()
+        .base_url(sandbox.base_url())
+        .api_key(KEY)
+        .rate_limit_scope(RateLimitScope::Client)
+        .retry_policy(RetryPolicy::none())
+        .shared_state(
+            RedisState::new(&slow)
+                .unwrap()
+                .timeout(Duration::from_secs(3)),
+        )
+        .build()
+        .unwrap();
+    first.list_pets().limit(1).send().await.unwrap();
+    let mut direct = redis_connection(&redis).await;
+    let call = tokio::spawn({
+        let first = first.clone();
+        async move { first.list_pets().limit(1).send().await }
+    });
+    while limited(&sandbox.request_log()) == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The report is on its way, 200 ms from Redis.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut direct)
+        .await
+        .unwrap();
+    call.abort();
+    assert!(
+        call.await.is_err_and(|error| error.is_cancelled()),
+        "expected the call to be cancelled while its report was on its way"
+    );
+
+    the_429_holds_another_instance(&redis, &sandbox).await;
+}
+
+/// Issue 21, item 2: a 429's report that timed out (Redis frozen) was lost. It is kept and
+/// delivered once Redis answers again, though the instance that met it sends nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_whose_report_timed_out_reaches_redis_once_it_answers_again() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(Fault::status(429).retry_after(30).skip(1).times(1));
+    let first = impatient(sandbox.base_url().as_str(), &redis.url());
+    first.list_pets().limit(1).send().await.unwrap();
+    redis.freeze();
+    let limited = first.list_pets().limit(1).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
+    redis.thaw();
+
+    the_429_holds_another_instance(&redis, &sandbox).await;
+}
+
+/// The 429 that the sandbox's second request met reached the state in `redis` (within 10 s),
+/// and holds another instance, which sends nothing.
+async fn the_429_holds_another_instance(redis: &RedisServer, sandbox: &Sandbox) {
+    if let Err(fields) = cooldown_in_redis(redis).await {
+        panic!("expected the 429's cooldown in Redis, the state holds {fields:?}");
+    }
+    let other = impatient(sandbox.base_url().as_str(), &redis.url());
+    let held = other.list_pets().limit(1).send().await.unwrap_err();
+    assert!(
+        matches!(held, Error::Throttled(_)),
+        "expected another instance held by the 429, got {held}"
+    );
+    assert_eq!(
+        sandbox.request_log().len(),
+        2,
+        "expected nothing sent after the 429"
+    );
+}
+
+/// Issue 21, item 4: a state lost in Redis (evicted, `FLUSHALL`, a restart without
+/// persistence) read as a fresh state: instances that do not pace by the budget (`Pacing::Off`)
+/// all called during the `Retry-After` Redis had forgotten. An instance that saw the state
+/// takes a lost one as unknown: one request probes and the others wait for its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_state_flushed_from_redis_reads_as_unknown_and_one_request_probes() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    const INSTANCES: usize = 4;
+    const LATENCY: Duration = Duration::from_millis(300);
+    let redis = RedisServer::start();
+    let mut direct = redis_connection(&redis).await;
+    for pacing in [Pacing::Shared, Pacing::Off] {
+        let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+        let clients: Vec<_> = (0..INSTANCES)
+            .map(|i| {
+                PetStoreClient::builder()
+                    .base_url(sandbox.base_url())
+                    .api_key(KEY)
+                    .user_agent(format!("instance-{i}"))
+                    .rate_limit_scope(RateLimitScope::Client)
+                    .pacing(pacing)
+                    .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+                    .shared_state(RedisState::new(&redis.url()).unwrap())
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        for client in &clients {
+            client.list_pets().limit(1).send().await.unwrap();
+        }
+
+        // Between two windows: the state is lost, and the next calls all come at once.
+        flush(&mut direct).await;
+        sandbox.inject(Fault::latency(LATENCY).times(1));
+        let before = sandbox.request_log().len();
+        let results = all_at_once(&clients).await;
+        let after = &sandbox.request_log()[before..];
+        assert!(
+            results.iter().all(Result::is_ok),
+            "{pacing:?}: expected every call to succeed, got {results:?}"
+        );
+        let first = after.iter().map(|r| r.at).min().unwrap();
+        let alone = after.iter().filter(|r| r.at < first + LATENCY).count();
+        assert_eq!(
+            alone, 1,
+            "{pacing:?}: expected one request to probe alone after the loss, the others after \
+             its answer; {alone} arrived before it was answered"
+        );
+
+        // After a 429: the state and its cooldown are lost.
+        sandbox.inject(Fault::status(429).retry_after(30).times(1));
+        let limited_call = clients[0].list_pets().limit(1).send().await.unwrap_err();
+        assert_eq!(limited_call.status().map(|s| s.as_u16()), Some(429));
+        flush(&mut direct).await;
+        let before = sandbox.request_log().len();
+        let results = all_at_once(&clients[1..]).await;
+        let sent = sandbox.request_log().len() - before;
+        let held = results
+            .iter()
+            .filter(|r| matches!(r, Err(Error::Throttled(_))))
+            .count();
+        println!("{pacing:?}: after the 429 and the loss, {sent} request sent, {held} calls held");
+        assert_eq!(
+            sent, 1,
+            "{pacing:?}: expected one request to probe after the loss, not a burst into the \
+             Retry-After; results {results:?}"
+        );
+        assert_eq!(
+            held,
+            INSTANCES - 2,
+            "{pacing:?}: expected the others held by the probe's 429, got {results:?}"
+        );
+        assert_eq!(sandbox.stats().bans(), 0, "{pacing:?}: expected no ban");
+    }
+}
+
+async fn flush(redis: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("FLUSHALL").query_async(redis).await.unwrap();
+}
+
+/// One call of each client, all at once.
+async fn all_at_once(clients: &[PetStoreClient]) -> Vec<Result<(), Error>> {
+    let calls: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send().await.map(drop) })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for call in calls {
+        results.push(call.await.unwrap());
+    }
+    results
+}
+
+/// Issue 21, item 4: what in Redis's settings can lose the state is said once, at start-up,
+/// and so is a Redis that does not let the client read its settings (an ACL user without
+/// `CONFIG`). No password reaches the log.
+#[test]
+fn a_redis_that_may_evict_the_state_or_hides_its_settings_is_warned_of_once() {
+    const EVICTS: &str = "Redis evicts keys when its memory is full";
+    const HIDDEN: &str = "cannot read Redis's settings";
+    const PASSWORD: &str = "FAKE-acl-pass-not-a-secret";
+    let (runtime, captured, _logs) = runtime_capturing();
+    let redis = RedisServer::start();
+    runtime.block_on(async {
+        let mut direct = redis_connection(&redis).await;
+        for (name, value) in [("maxmemory", "100mb"), ("maxmemory-policy", "allkeys-lru")] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query_async(&mut direct)
+                .await
+                .unwrap();
+        }
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("limited")
+            .arg("on")
+            .arg(format!(">{PASSWORD}"))
+            .arg("~petstore-client:*")
+            .arg("+@all")
+            .arg("-config")
+            .query_async(&mut direct)
+            .await
+            .unwrap();
+        let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+        let limited = format!("redis://limited:{PASSWORD}@127.0.0.1:{}/", redis.port());
+        for (i, url) in [redis.url(), limited].iter().enumerate() {
+            let client = instance(&sandbox, i, Some(url));
+            for _ in 0..3 {
+                client.list_pets().limit(1).send().await.unwrap();
+            }
+        }
+        // The check runs beside the first call: it has ended at the latest when a later call
+        // saw Redis answer, but its line may still be on its way.
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while (count(&captured.text(), EVICTS) == 0 || count(&captured.text(), HIDDEN) == 0)
+            && Instant::now() < give_up
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let text = captured.text();
+    assert_eq!(
+        count(&text, EVICTS),
+        1,
+        "expected one warning that Redis may evict the state, the log reads:\n{text}"
+    );
+    assert_eq!(
+        count(&text, HIDDEN),
+        1,
+        "expected one warning that the settings cannot be read, the log reads:\n{text}"
+    );
+    assert!(
+        text.contains("maxmemory-policy to noeviction") && text.contains("allkeys-lru"),
+        "expected the warning to say what is set and what to set, the log reads:\n{text}"
+    );
+    assert!(
+        !text.contains(PASSWORD),
+        "the password leaked into the log:\n{text}"
+    );
+}
+
 /// Issue 21: 8 calls of 300 ms with an ample budget took 2.5 s through Redis (0.3 s without):
 /// the service's "unlimited" `X-RateLimit-Limit` was stored under a field the script could not
 /// read back, so every admission was the fleet's one probe and the calls went one at a time.
@@ -426,7 +754,12 @@ async fn while_another_instance_probes_one_call_per_instance_asks_again() {
     let script = redis::Script::new(include_str!("../src/rate/redis.lua"));
     let other = |outcome: &str, mode: &str| {
         let mut invocation = script.key(&keys[0]);
-        invocation.arg(mode).arg("1").arg(2_000).arg(outcome);
+        invocation
+            .arg(mode)
+            .arg("1")
+            .arg(2_000)
+            .arg(outcome)
+            .arg("1");
         let mut connection = connection.clone();
         async move {
             let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();

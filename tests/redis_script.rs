@@ -20,6 +20,10 @@ type Report = (u64, u64, i64, u64, u64);
 struct State {
     connection: MultiplexedConnection,
     script: redis::Script,
+    /// Whether the instance it plays spends from the window budgets.
+    metered: bool,
+    /// Whether the instance it plays has seen the state before.
+    seen: bool,
 }
 
 impl State {
@@ -32,6 +36,8 @@ impl State {
         Self {
             connection,
             script: redis::Script::new(SCRIPT),
+            metered: true,
+            seen: false,
         }
     }
 
@@ -49,7 +55,12 @@ impl State {
 
     async fn call(&mut self, mode: &str, outcome: &str, reports: &[Report]) -> Vec<i64> {
         let mut invocation = self.script.key(NAME);
-        invocation.arg(mode).arg("1").arg(2_000).arg(outcome);
+        invocation
+            .arg(mode)
+            .arg(if self.metered { "1" } else { "0" })
+            .arg(2_000)
+            .arg(outcome)
+            .arg(if self.seen { "1" } else { "0" });
         for &(limit, remaining, period, ends_in, admitted) in reports {
             invocation
                 .arg(limit)
@@ -215,21 +226,51 @@ async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
     state.report("300", &[]).await;
     held(&state.admit(&[]).await, 1, 300);
     tokio::time::sleep(Duration::from_millis(350)).await;
+    one_probe_then_the_rest(&mut state, "after the quiet").await;
+}
+
+/// The next request goes as the probe, the one after it waits, and the probe's normal answer
+/// releases the others.
+async fn one_probe_then_the_rest(state: &mut State, when: &str) {
     let probe = state.admit(&[]).await;
     assert_eq!(
         probe[..2],
         [0, 1],
-        "expected the first request after the quiet to go as the probe"
+        "expected the first request {when} to go as the probe, got {probe:?}"
     );
     held(&state.admit(&[]).await, 2, 2_000);
-    // The probe's normal answer releases the others.
     state
         .report("ok", &[(60, 48, 1_000, 59_000, probe[2] as u64)])
         .await;
     assert_eq!(
         state.admit(&[]).await[..2],
         [0, 0],
-        "expected the others to go after the probe's normal answer"
+        "expected the others to go {when}, after the probe's normal answer"
+    );
+}
+
+/// Issue 21, item 4: a state lost in Redis (evicted, flushed, restarted without persistence)
+/// reads as unknown to an instance that saw it, never as a fresh budget: one request probes
+/// and the others wait for its answer, whether the service meters the key or not.
+#[tokio::test]
+async fn a_lost_state_reads_as_unknown_to_an_instance_that_saw_it() {
+    let server = RedisServer::start();
+    for metered in [true, false] {
+        let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
+        (state.metered, state.seen) = (metered, true);
+        // A 429, then the state is lost.
+        state.report("30000", &[]).await;
+        state.clear().await;
+        one_probe_then_the_rest(&mut state, &format!("after the loss (metered: {metered})")).await;
+        state.clear().await;
+    }
+    // An instance that never saw the state finds a new one: unmetered, it goes at once.
+    let mut state = State::new(&server).await;
+    state.metered = false;
+    assert_eq!(
+        state.admit(&[]).await[..2],
+        [0, 0],
+        "expected a new state to admit at once"
     );
 }
 

@@ -14,6 +14,7 @@
 
 mod budget;
 mod gate;
+mod identity;
 mod line;
 mod pacer;
 #[cfg(feature = "redis")]
@@ -37,13 +38,14 @@ use crate::clock::{self, Clock, ServerClock};
 use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
+pub(crate) use identity::is_loopback;
 use line::Line;
 pub(crate) use pacer::Hold;
 use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::store as redis_store;
 pub(crate) use store::SharedStore;
-use store::{Admission, Exchange, Outcome, Verdict, WindowReport};
+use store::{Exchange, Outcome, Verdict, WindowReport};
 
 /// How a client spends the rate-limit budget the service reports.
 ///
@@ -94,6 +96,12 @@ pub enum RateLimitScope {
     /// Every client in this process built for the same base URL and API key shares one state,
     /// so a client built per request or per module cannot defeat the discipline. The state is
     /// found by a hash of the key, never the key, and freed with the last client using it.
+    ///
+    /// Base URLs are compared as the service they name: scheme and host case, the scheme's
+    /// default port and a trailing slash make no difference, and every loopback host
+    /// (`localhost`, `127.0.0.0/8`, `[::1]`) is one host, since each reaches only this
+    /// machine. No other name is resolved: two DNS names of one address, or a name and its
+    /// address, are two services, with a state each.
     #[default]
     Process,
     /// This client and its clones have a state of their own, as if in a process of their own
@@ -222,29 +230,30 @@ impl RateLimiter {
         let mut logged = None;
         let mut holds = Holds::default();
         loop {
-            let (permit, pending, metered) = self
+            let (permit, metered, seen) = self
                 .admit_here(operation, give_up_at, &mut logged, &mut holds)
                 .await?;
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
-            if let Some(permit) = self.ask_store(permit, &pending, metered).await {
+            if let Some(mut permit) = self.ask_store(permit, metered, seen).await {
+                permit.handed_out = true;
                 // The last hold ended where the process admitted it.
                 return Ok((permit, holds.end(Instant::now())));
             }
         }
     }
 
-    /// [`admit`](Self::admit) by this process's own discipline: the permit, with the reports
-    /// to send along and whether to spend from the fleet's window budgets; what held it is
-    /// added to `holds`.
+    /// [`admit`](Self::admit) by this process's own discipline: the permit, whether to spend
+    /// from the fleet's window budgets, and whether the fleet's store was seen to hold the
+    /// state; what held it is added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
         give_up_at: Instant,
         logged: &mut Option<Hold>,
         holds: &mut Holds,
-    ) -> Result<(Permit<'_>, Vec<WindowReport>, bool), Held> {
+    ) -> Result<(Permit<'_>, bool, bool), Held> {
         let shared = &*self.shared;
         let mut join = pin!(shared.line.join(give_up_at));
         // Polled once first, so that a call with nobody ahead records no wait in line.
@@ -289,10 +298,11 @@ impl RateLimiter {
                         store_probe: false,
                         asks_again: false,
                         admitted: 0,
+                        handed_out: false,
                         settled: false,
                     };
                     if self.store.is_none() {
-                        return Ok((permit, Vec::new(), false));
+                        return Ok((permit, false, false));
                     }
                     // The first request after the fleet's hold asks alone whether it is over,
                     // so that the others do not all ask again and again.
@@ -302,7 +312,7 @@ impl RateLimiter {
                     }
                     let metered =
                         self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
-                    return Ok((permit, std::mem::take(&mut state.store.pending), metered));
+                    return Ok((permit, metered, state.store.seen));
                 }
                 decision
             };
@@ -337,21 +347,18 @@ impl RateLimiter {
     async fn ask_store<'a>(
         &'a self,
         mut permit: Permit<'a>,
-        pending: &[WindowReport],
         metered: bool,
+        seen: bool,
     ) -> Option<Permit<'a>> {
         let Some(link) = &self.store else {
             return Some(permit);
         };
-        let admission = Admission {
-            reports: pending,
-            metered,
-        };
-        let verdict = link.store.admit(&link.name, admission).await;
+        let verdict = link.store.admit(&link.name, metered, seen).await;
         let shared = permit.shared;
         let (permit, wake) = {
             let mut state = shared.lock();
             state.store.live = verdict.is_some();
+            state.store.seen |= state.store.live;
             let answered = permit.answered(&mut state);
             match verdict {
                 // Without an answer the process's own discipline decides alone.
@@ -553,6 +560,10 @@ pub(crate) struct Permit<'a> {
     asks_again: bool,
     /// The fleet's number for this admission.
     admitted: u64,
+    /// Handed to the caller, which may send the request: dropped unreported from then on, it
+    /// counts as spent. Dropped before, its call was cancelled while the fleet's store
+    /// decided, and it spends nothing here.
+    handed_out: bool,
     settled: bool,
 }
 
@@ -561,7 +572,9 @@ impl Permit<'_> {
     /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
     /// responses in a row before it), then let held requests look again. The
     /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
-    /// probe), otherwise with this process's next admission.
+    /// probe), otherwise with this process's next admission. Either way the report waits in
+    /// the store's outbox until the store takes it: neither this call's cancellation nor a
+    /// store that does not answer in time loses it.
     pub(crate) async fn at_head(
         self,
         status: StatusCode,
@@ -623,10 +636,10 @@ impl Permit<'_> {
                             ends_at: reset_at,
                             admitted: self.admitted,
                         };
-                        if urgent {
-                            report = Some(window);
-                        } else {
-                            state.store.queue(window);
+                        match self.store {
+                            Some(_) if urgent => report = Some(window),
+                            Some(link) => link.store.queue(&link.name, window),
+                            None => {}
                         }
                     }
                 }
@@ -709,7 +722,9 @@ impl Drop for Permit<'_> {
         let shared = self.shared;
         let wake = {
             let mut state = shared.lock();
-            state.budgets.spend_on_doubt();
+            if self.handed_out {
+                state.budgets.spend_on_doubt();
+            }
             self.answered(&mut state) | self.release(&mut state)
         };
         shared.wake(wake);

@@ -3,12 +3,14 @@
 -- ("ends in 9500 ms"), never their own clock's time, so that hosts need not agree on the time.
 --
 -- KEYS[1]  the key's hash
--- ARGV[1]  'admit' (apply the reports, then spend one request or say how long to hold it)
+-- ARGV[1]  'admit' (apply the reports and the outcome, then spend one request or say how long
+--          to hold it)
 --          or 'report' (apply the reports and the outcome only)
 -- ARGV[2]  '1' to spend from the window budgets, '0' to obey only the cooldown
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
--- ARGV[5..] the windows reported, five values each: limit, remaining, period (the service's
+-- ARGV[5]  '1' if this instance has seen the state before, '0' if not
+-- ARGV[6..] the windows reported, five values each: limit, remaining, period (the service's
 --          reset, unix seconds), ms until the period ends, and the admission number of the
 --          request answered (0 if it was not admitted here)
 --
@@ -59,6 +61,13 @@ local seq, cool, half, probe = 0, 0, 0, 0
 local gone, resolved = 0, true
 local windows = {}
 local fields = redis.call('HGETALL', key)
+-- A state the instance has seen and Redis no longer holds was lost (evicted, flushed, a restart
+-- without persistence, a failover to a replica that lagged, or expired while unused): what it
+-- held, a cooldown or a spent budget, is unknown, never a fresh budget. As after a quiet, one
+-- request probes and the others wait for its answer, whether the budgets are spent or not.
+if #fields == 0 and ARGV[5] == '1' then
+  half = 1
+end
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'seq' then
@@ -99,7 +108,7 @@ for _, w in ipairs(windows) do
 end
 windows = open
 
-for i = 5, #ARGV - 4, 5 do
+for i = 6, #ARGV - 4, 5 do
   local limit = clamp(ARGV[i], 0, MOST)
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)

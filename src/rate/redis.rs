@@ -1,4 +1,4 @@
-//! The shared rate-limit state in Redis: one hash per API key and base URL, changed only by
+//! The shared rate-limit state in Redis: one hash per API key and service, changed only by
 //! one Lua script (`redis.lua`), so that each admission is one atomic round trip.
 
 use std::fmt;
@@ -11,6 +11,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use url::Url;
 
+use super::identity::service;
 use super::pacer::Hold;
 use super::store::{
     Admission, BoxFuture, Outcome, PROBE_FOR, SharedStore, Store, Verdict, WindowReport,
@@ -56,7 +57,10 @@ impl RedisStore {
                     .set_number_of_retries(0)
                     .set_connection_timeout(Some(Duration::from_secs(1)))
                     .set_response_timeout(Some(Duration::from_secs(1)));
-                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+                let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
+                // Beside the first call, which need not wait for it.
+                tokio::spawn(check_settings(manager.clone()));
+                Ok::<_, redis::RedisError>(manager)
             })
             .await
             .map_err(|error| error.to_string())?;
@@ -68,6 +72,7 @@ impl RedisStore {
         name: &str,
         mode: &str,
         metered: bool,
+        seen: bool,
         reports: &[WindowReport],
         outcome: Outcome,
     ) -> Result<Vec<i64>, String> {
@@ -84,6 +89,7 @@ impl RedisStore {
             // At least 1 ms: 0 would read as no quiet at all.
             Outcome::Quiet(wait) => invocation.arg(millis(wait).max(1)),
         };
+        invocation.arg(if seen { "1" } else { "0" });
         for report in reports {
             // Rounded down: the store places the end no later than this process does.
             let ends_in = report.ends_at.saturating_duration_since(now);
@@ -106,6 +112,55 @@ impl RedisStore {
     }
 }
 
+/// Says once, at start-up, what in this Redis's settings can lose the state: a policy that
+/// evicts keys when memory is full (every key of the state expires, so `volatile-*` evicts it
+/// too), or no persistence. A lost state is found out again by one request, at the cost of that
+/// request and of the others' wait, so a `WARN` is for what loses it often, and for a Redis
+/// that does not let the settings be read. A Redis that does not answer is the outage's to log.
+async fn check_settings(mut connection: ConnectionManager) {
+    let mut read = async |name: &str| -> Result<String, redis::RedisError> {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(&mut connection)
+            .await?;
+        Ok(pair.into_iter().nth(1).unwrap_or_default())
+    };
+    let settings = async {
+        Ok::<_, redis::RedisError>((
+            read("maxmemory").await?,
+            read("maxmemory-policy").await?,
+            read("save").await?,
+            read("appendonly").await?,
+        ))
+    };
+    match settings.await {
+        Ok((maxmemory, policy, save, appendonly)) => {
+            if maxmemory != "0" && policy != "noeviction" {
+                tracing::warn!(
+                    maxmemory_policy = %policy,
+                    "Redis evicts keys when its memory is full, and may evict the shared \
+                     rate-limit state: set maxmemory-policy to noeviction (or maxmemory to 0), \
+                     or give the state a Redis of its own"
+                );
+            }
+            if save.is_empty() && appendonly == "no" {
+                tracing::info!(
+                    "Redis keeps nothing on disk (no save, appendonly no): a restart loses the \
+                     shared rate-limit state, and one request finds it out again"
+                );
+            }
+        }
+        Err(error) if error.code().is_some() => tracing::warn!(
+            %error,
+            "cannot read Redis's settings (CONFIG GET is not allowed): make sure that \
+             maxmemory-policy is noeviction, so that Redis never evicts the shared rate-limit \
+             state"
+        ),
+        Err(_) => {}
+    }
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -114,7 +169,7 @@ impl Store for RedisStore {
     fn name(&self, base_url: &Url, api_key: &str) -> String {
         let mut hash = Sha256::new();
         hash.update(b"petstore-client rate-limit state\0");
-        hash.update(base_url.as_str().as_bytes());
+        hash.update(service(base_url).as_bytes());
         hash.update(b"\0");
         hash.update(api_key.as_bytes());
         let digest = hash.finalize();
@@ -137,8 +192,9 @@ impl Store for RedisStore {
                     name,
                     "admit",
                     admission.metered,
+                    admission.seen,
                     admission.reports,
-                    Outcome::Nothing,
+                    admission.outcome,
                 )
                 .await?;
             let unexpected = || format!("unexpected reply from the script: {reply:?}");
@@ -168,7 +224,10 @@ impl Store for RedisStore {
         outcome: Outcome,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            self.run(name, "report", true, reports, outcome).await?;
+            // A report answers a request some instance was admitted for: a state missing then
+            // was lost.
+            self.run(name, "report", true, true, reports, outcome)
+                .await?;
             Ok(())
         })
     }
@@ -194,5 +253,7 @@ mod tests {
         assert_ne!(name, store.name(&url, "another-key"));
         let other = Url::parse("https://petstore.example.com/v2/").unwrap();
         assert_ne!(name, store.name(&other, "secret-key-123"));
+        let spelt = Url::parse("HTTPS://PetStore.example.com:443/v1").unwrap();
+        assert_eq!(name, store.name(&spelt, "secret-key-123"), "one service");
     }
 }

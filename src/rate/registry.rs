@@ -1,4 +1,4 @@
-//! One rate-limit state per base URL and API key in a process, shared by every client built
+//! One rate-limit state per service and API key in a process, shared by every client built
 //! for them, held weakly so that it goes with the last client.
 
 use std::collections::HashMap;
@@ -8,16 +8,17 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use url::Url;
 
+use super::identity::service;
 use super::{Shared, lock};
 
-/// Keyed by a hash of the base URL and the key (with a random per-process seed); the key
+/// Keyed by a hash of the service the base URL names and the key (with a random per-process seed); the key
 /// itself is never stored.
 type Registry = Mutex<HashMap<u64, Weak<Shared>>>;
 
 fn id(base_url: &Url, key: &str) -> u64 {
     static SEED: OnceLock<RandomState> = OnceLock::new();
     let mut hasher = SEED.get_or_init(RandomState::new).build_hasher();
-    base_url.as_str().hash(&mut hasher);
+    service(base_url).hash(&mut hasher);
     key.hash(&mut hasher);
     hasher.finish()
 }
@@ -51,6 +52,12 @@ mod tests {
         assert!(!Arc::ptr_eq(
             &a,
             &shared(&other, "registry-test-key", Shared::new)
+        ));
+        // Another spelling of the same service: the loopback's other name, no trailing slash.
+        let spelt = Url::parse("http://localhost:9/v1").unwrap();
+        assert!(Arc::ptr_eq(
+            &a,
+            &shared(&spelt, "registry-test-key", Shared::new)
         ));
         let weak = Arc::downgrade(&a);
         drop((a, b));

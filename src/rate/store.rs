@@ -10,6 +10,7 @@
 // Without the `redis` feature no store exists, and the parts only a store uses go unused.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +22,7 @@ use url::Url;
 
 use super::lock;
 use super::pacer::Hold;
+use crate::clock;
 
 /// How long a store may take to answer, unless its owner sets another.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
@@ -73,7 +75,7 @@ pub(crate) enum Verdict {
     Hold(Duration, Hold),
 }
 
-/// What this process heard from the shared store and has yet to tell it.
+/// What this process heard from the shared store.
 #[derive(Debug, Default)]
 pub(crate) struct Exchange {
     /// Held by the store until then.
@@ -81,20 +83,49 @@ pub(crate) struct Exchange {
     /// A request asks the store whether its hold (of this kind) is over, and the others wait
     /// for the answer.
     pub(crate) asking_again: Option<Hold>,
-    /// Reports sent along with the next admission.
-    pub(crate) pending: Vec<WindowReport>,
     /// The store answered the last admission: it meters the budget exactly, so this process
     /// need not guess how many others spend it.
     pub(crate) live: bool,
+    /// The store has answered an admission: a state it no longer holds was lost.
+    pub(crate) seen: bool,
 }
 
-/// The most window reports kept for the next admission; the specification has two windows.
+/// The most window reports kept for one state; the specification has two windows.
 const MAX_PENDING: usize = 4;
 
-impl Exchange {
-    /// Keeps the newest and lowest report of each window for the next admission.
-    pub(crate) fn queue(&mut self, report: WindowReport) {
-        match self.pending.iter_mut().find(|w| w.period == report.period) {
+/// The most states whose reports wait for the store at once.
+const MAX_UNSENT: usize = 64;
+
+/// What the fleet has yet to hear from this process about one state. Kept until the store
+/// takes it, so that neither a cancelled call nor a store that did not answer in time loses it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Unsent {
+    /// The newest and lowest report of each window.
+    windows: Vec<WindowReport>,
+    /// The end of the longest quiet responses asked for.
+    quiet_until: Option<Instant>,
+    /// A response came without quiet (a probe is over); it matters until then, when the probe
+    /// would have expired anyway.
+    normal_until: Option<Instant>,
+}
+
+impl Unsent {
+    fn of(reports: &[WindowReport], outcome: Outcome, now: Instant) -> Self {
+        let mut unsent = Self::default();
+        for report in reports {
+            unsent.queue(*report);
+        }
+        match outcome {
+            Outcome::Nothing => {}
+            Outcome::Normal => unsent.normal_until = Some(now + PROBE_FOR),
+            Outcome::Quiet(wait) => unsent.quiet_until = Some(now + wait),
+        }
+        unsent
+    }
+
+    /// Keeps the newest and lowest report of each window.
+    fn queue(&mut self, report: WindowReport) {
+        match self.windows.iter_mut().find(|w| w.period == report.period) {
             Some(window) => {
                 // The store takes off the admissions after each report's own: of two answers
                 // numbered by it, the lower sum says less is left. The service's numbers can be
@@ -110,11 +141,118 @@ impl Exchange {
                 }
             }
             None => {
-                if self.pending.len() == MAX_PENDING {
-                    self.pending.remove(0);
+                if self.windows.len() == MAX_PENDING {
+                    self.windows.remove(0);
                 }
-                self.pending.push(report);
+                self.windows.push(report);
             }
+        }
+    }
+
+    fn merge(&mut self, other: Self) {
+        for report in other.windows {
+            self.queue(report);
+        }
+        self.quiet_until = self.quiet_until.max(other.quiet_until);
+        self.normal_until = self.normal_until.max(other.normal_until);
+    }
+
+    /// What to tell the store at `now`: a quiet over a normal answer, the more careful of the
+    /// two. A quiet already over is still told (as the shortest), so that the fleet probes.
+    fn outcome(&self, now: Instant) -> Outcome {
+        match (self.quiet_until, self.normal_until) {
+            (Some(until), _) => Outcome::Quiet(until.saturating_duration_since(now)),
+            (None, Some(_)) => Outcome::Normal,
+            (None, None) => Outcome::Nothing,
+        }
+    }
+
+    /// Until when any of it matters to the fleet: a quiet or a window over, or a probe
+    /// expired, needs no telling.
+    fn matters_until(&self) -> Option<Instant> {
+        let windows = self.windows.iter().map(|w| w.ends_at).max();
+        self.quiet_until.max(self.normal_until).max(windows)
+    }
+}
+
+/// The reports of every state of this store that wait for it, by the state's name.
+#[derive(Debug, Default)]
+struct Outbox {
+    unsent: HashMap<String, Unsent>,
+    /// The states whose reports a task tries again until the store takes them.
+    retrying: HashSet<String>,
+}
+
+impl Outbox {
+    fn put(&mut self, name: &str, unsent: Unsent, now: Instant) {
+        if unsent == Unsent::default() {
+            return;
+        }
+        if let Some(waiting) = self.unsent.get_mut(name) {
+            waiting.merge(unsent);
+            return;
+        }
+        if self.unsent.len() >= MAX_UNSENT {
+            self.unsent
+                .retain(|_, unsent| unsent.matters_until().is_some_and(|until| until > now));
+        }
+        if self.unsent.len() >= MAX_UNSENT {
+            // Bounded: what matters for the shortest time goes first.
+            let first = self
+                .unsent
+                .iter()
+                .min_by_key(|(_, unsent)| unsent.matters_until())
+                .map(|(name, _)| name.clone());
+            if let Some(first) = first {
+                self.unsent.remove(&first);
+            }
+        }
+        self.unsent.insert(name.to_owned(), unsent);
+    }
+}
+
+/// What waited for the store for one state, taken out to be sent, and put back unless the
+/// store took it, whatever ends the sending: a failure, a timeout, a cancelled call.
+struct Taken<'a> {
+    outbox: &'a Mutex<Outbox>,
+    name: &'a str,
+    unsent: Unsent,
+    delivered: bool,
+}
+
+impl<'a> Taken<'a> {
+    fn new(outbox: &'a Mutex<Outbox>, name: &'a str) -> Self {
+        let unsent = lock(outbox).unsent.remove(name).unwrap_or_default();
+        Self {
+            outbox,
+            name,
+            unsent,
+            delivered: false,
+        }
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if !self.delivered {
+            let unsent = std::mem::take(&mut self.unsent);
+            lock(self.outbox).put(self.name, unsent, Instant::now());
+        }
+    }
+}
+
+/// A task retries the reports of `name`; dropped before it `ended` (its runtime shut down),
+/// another task may take over.
+struct Retrying<'a> {
+    outbox: &'a Mutex<Outbox>,
+    name: &'a str,
+    ended: bool,
+}
+
+impl Drop for Retrying<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            lock(self.outbox).retrying.remove(self.name);
         }
     }
 }
@@ -124,9 +262,15 @@ impl Exchange {
 pub(crate) struct Admission<'a> {
     /// Reports not yet sent, applied before the request is admitted.
     pub(crate) reports: &'a [WindowReport],
+    /// What a response not yet told asked of every instance, applied before the request is
+    /// admitted.
+    pub(crate) outcome: Outcome,
     /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
     /// service that does not meter the key).
     pub(crate) metered: bool,
+    /// This process has seen the state in the store: if the store has none, it was lost, and
+    /// what it held is unknown.
+    pub(crate) seen: bool,
 }
 
 /// A store of the state shared by the fleet. Each operation is one round trip.
@@ -151,11 +295,13 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// A store, with its timeout and its health, shared by every client configured with it.
+/// A store, with its timeout, its health and the reports that wait for it, shared by every
+/// client configured with it.
 pub(crate) struct SharedStore {
     store: Arc<dyn Store>,
     timeout: Duration,
     health: Arc<Mutex<Health>>,
+    outbox: Arc<Mutex<Outbox>>,
 }
 
 #[derive(Debug, Default)]
@@ -179,6 +325,7 @@ impl SharedStore {
             store,
             timeout: DEFAULT_TIMEOUT,
             health: Arc::default(),
+            outbox: Arc::default(),
         }
     }
 
@@ -188,6 +335,7 @@ impl SharedStore {
             store: Arc::clone(&self.store),
             timeout,
             health: Arc::clone(&self.health),
+            outbox: Arc::clone(&self.outbox),
         }
     }
 
@@ -199,22 +347,89 @@ impl SharedStore {
         self.store.name(base_url, api_key)
     }
 
-    /// The fleet's verdict, or `None` when the store cannot give one in time: the request
-    /// then goes by the process's own discipline alone.
-    pub(crate) async fn admit(&self, name: &str, admission: Admission<'_>) -> Option<Verdict> {
-        self.guarded(self.store.admit(name, admission)).await
+    /// Keeps `report` to be sent with the next admission of `name`.
+    pub(crate) fn queue(&self, name: &str, report: WindowReport) {
+        let now = Instant::now();
+        let unsent = Unsent::of(&[report], Outcome::Nothing, now);
+        lock(&self.outbox).put(name, unsent, now);
     }
 
-    /// Tells the fleet; `false` if the store could not be told.
+    /// The fleet's verdict, or `None` when the store cannot give one in time: the request
+    /// then goes by the process's own discipline alone. What waits to be told of `name` goes
+    /// along, and waits on unless the store answers.
+    pub(crate) async fn admit(&self, name: &str, metered: bool, seen: bool) -> Option<Verdict> {
+        let mut taken = Taken::new(&self.outbox, name);
+        let admission = Admission {
+            reports: &taken.unsent.windows,
+            outcome: taken.unsent.outcome(Instant::now()),
+            metered,
+            seen,
+        };
+        let verdict = self.guarded(self.store.admit(name, admission)).await;
+        taken.delivered = verdict.is_some();
+        verdict
+    }
+
+    /// Tells the fleet, from a task of its own that a cancelled call cannot stop: it tries
+    /// again while the store fails and the report still matters, and the next admission of
+    /// `name` takes it along meanwhile. Waits for the first try only.
     pub(crate) async fn report(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         reports: &[WindowReport],
         outcome: Outcome,
-    ) -> bool {
-        self.guarded(self.store.report(name, reports, outcome))
-            .await
-            .is_some()
+    ) {
+        let now = Instant::now();
+        lock(&self.outbox).put(name, Unsent::of(reports, outcome, now), now);
+        let (tried, first_try) = tokio::sync::oneshot::channel();
+        tokio::spawn(Arc::clone(self).deliver(name.to_owned(), tried));
+        let _ = first_try.await;
+    }
+
+    /// Sends what waits for `name` until the store takes it or it no longer matters; `tried`
+    /// hears of the first try.
+    async fn deliver(self: Arc<Self>, name: String, tried: tokio::sync::oneshot::Sender<()>) {
+        let done = self.try_deliver(&name).await;
+        let _ = tried.send(());
+        if done || !lock(&self.outbox).retrying.insert(name.clone()) {
+            return;
+        }
+        let mut retrying = Retrying {
+            outbox: &self.outbox,
+            name: &name,
+            ended: false,
+        };
+        loop {
+            let next_try = lock(&self.health).down;
+            tokio::time::sleep_until(next_try.unwrap_or_else(|| clock::after(RETRY_EVERY))).await;
+            if self.try_deliver(&name).await {
+                let mut outbox = lock(&self.outbox);
+                // A report that came while the last try was on its way is this task's too.
+                if !outbox.unsent.contains_key(&name) {
+                    outbox.retrying.remove(&name);
+                    retrying.ended = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends what waits for `name`; whether nothing is left to send.
+    async fn try_deliver(&self, name: &str) -> bool {
+        let now = Instant::now();
+        let mut taken = Taken::new(&self.outbox, name);
+        if taken
+            .unsent
+            .matters_until()
+            .is_none_or(|until| until <= now)
+        {
+            taken.delivered = true;
+            return true;
+        }
+        let outcome = taken.unsent.outcome(now);
+        let sent = self.store.report(name, &taken.unsent.windows, outcome);
+        taken.delivered = self.guarded(sent).await.is_some();
+        taken.delivered
     }
 
     async fn guarded<T>(&self, operation: BoxFuture<'_, Result<T, String>>) -> Option<T> {
@@ -271,17 +486,62 @@ mod tests {
         }
     }
 
+    #[test]
+    fn unsent_reports_keep_the_longest_quiet_and_tell_it_over_a_normal_answer() {
+        let now = Instant::now();
+        let secs = Duration::from_secs;
+        let mut unsent = Unsent::of(&[], Outcome::Quiet(secs(30)), now);
+        unsent.merge(Unsent::of(&[], Outcome::Quiet(secs(5)), now));
+        unsent.merge(Unsent::of(&[], Outcome::Normal, now));
+        assert_eq!(unsent.outcome(now), Outcome::Quiet(secs(30)));
+        assert_eq!(unsent.matters_until(), Some(now + secs(30)));
+        // Told after it is over, a quiet is still told, as the shortest: the fleet probes.
+        assert_eq!(
+            unsent.outcome(now + secs(40)),
+            Outcome::Quiet(Duration::ZERO)
+        );
+
+        let normal = Unsent::of(&[], Outcome::Normal, now);
+        assert_eq!(normal.outcome(now), Outcome::Normal);
+        assert_eq!(normal.matters_until(), Some(now + PROBE_FOR));
+        let window = Unsent::of(&[report(3, 0)], Outcome::Nothing, now);
+        assert_eq!(window.outcome(now), Outcome::Nothing);
+        assert_eq!(window.matters_until(), Some(window.windows[0].ends_at));
+    }
+
+    #[test]
+    fn the_outbox_is_bounded_and_merges_by_state() {
+        let now = Instant::now();
+        let mut outbox = Outbox::default();
+        let quiet = |secs| Unsent::of(&[], Outcome::Quiet(Duration::from_secs(secs)), now);
+        for n in 0..MAX_UNSENT as u64 + 8 {
+            outbox.put(&format!("state-{n}"), quiet(n + 1), now);
+        }
+        outbox.put("state-70", quiet(1), now);
+        outbox.put("state-70", Unsent::default(), now);
+        assert_eq!(outbox.unsent.len(), MAX_UNSENT);
+        assert!(
+            !outbox.unsent.contains_key("state-0"),
+            "the quiet that ends first goes first"
+        );
+        assert_eq!(
+            outbox.unsent["state-70"].quiet_until,
+            Some(now + Duration::from_secs(71)),
+            "the longest quiet of a state is kept"
+        );
+    }
+
     /// Found by an independent test (rate-core issue, failure 5): `remaining + admitted`
     /// overflowed on an "unlimited" `X-RateLimit-Remaining`, a panic in a debug build.
     #[test]
     fn reports_of_any_size_are_queued_without_overflow() {
-        let mut exchange = Exchange::default();
-        exchange.queue(report(u64::MAX, 5));
-        exchange.queue(report(u64::MAX - 1, 7));
-        exchange.queue(report(3, 2));
+        let mut unsent = Unsent::default();
+        unsent.queue(report(u64::MAX, 5));
+        unsent.queue(report(u64::MAX - 1, 7));
+        unsent.queue(report(3, 2));
         assert_eq!(
-            exchange
-                .pending
+            unsent
+                .windows
                 .iter()
                 .map(|w| w.remaining)
                 .collect::<Vec<_>>(),

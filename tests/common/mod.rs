@@ -360,7 +360,10 @@ fn captured_here(meta: &tracing::Metadata<'_>) -> bool {
 /// subscriber caches "never", so the capturing test sees nothing (tokio-rs/tracing#2874 and
 /// the many flaky suites it caused). With one global default every thread sees the same
 /// subscriber, and its filter answers "sometimes" and decides per event by the thread's
-/// capture, so no interest is ever cached as "never".
+/// capture, so no interest is ever cached as "never". The filter is a dynamic one:
+/// `filter_fn` caches each callsite's interest from the first thread that reaches it, so an
+/// event first logged by a test that captures nothing (a WARN of Redis frozen) was never
+/// captured again.
 pub fn install_log_capture() {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -370,7 +373,9 @@ pub fn install_log_capture() {
         let layer = tracing_subscriber::fmt::layer()
             .with_writer(ToThreadCapture)
             .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(captured_here));
+            .with_filter(tracing_subscriber::filter::dynamic_filter_fn(|meta, _| {
+                captured_here(meta)
+            }));
         tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
             .expect("no other global subscriber in the test binary");
     });
