@@ -26,8 +26,9 @@ use crate::rate::{self, SharedStore};
 /// # Ok::<(), petstore_client::Error>(())
 /// ```
 ///
-/// **What is stored:** one hash per API key and base URL, named `petstore-client:v1:` and 32
-/// hexadecimal digits of a SHA-256 of the base URL and the key (never the key itself), with
+/// **What is stored:** one hash per API key and base URL, named `petstore-client:v1:{` and 32
+/// hexadecimal digits of a SHA-256 of the base URL and the key (never the key itself) and `}`
+/// (a Cluster hash tag), with
 /// the windows' limits, budgets left and ends (four windows at most, each known by its period
 /// and removed once the period has ended), the cooldown's end, and whether an instance is
 /// finding out a new window period. Nothing else: no pet, response or key. It expires a minute

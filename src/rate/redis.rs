@@ -16,7 +16,9 @@ use super::store::{
     Admission, BoxFuture, Outcome, PROBE_FOR, SharedStore, Store, Verdict, WindowReport,
 };
 
-/// The prefix of every Redis key this crate writes.
+/// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
+/// Cluster hash tag: a key's slot is the tag's, so that keys a later version adds beside the
+/// state (the script's keys must share one slot) can be given the same tag.
 const PREFIX: &str = "petstore-client:v1:";
 
 /// The shared state in the Redis that `client` connects to.
@@ -118,11 +120,13 @@ impl Store for RedisStore {
         hash.update(b"\0");
         hash.update(api_key.as_bytes());
         let digest = hash.finalize();
-        let mut name = String::with_capacity(PREFIX.len() + 32);
+        let mut name = String::with_capacity(PREFIX.len() + 34);
         name.push_str(PREFIX);
+        name.push('{');
         for byte in &digest[..16] {
             name.push_str(&format!("{byte:02x}"));
         }
+        name.push('}');
         name
     }
 
@@ -179,16 +183,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_name_is_a_prefixed_hash_of_url_and_key() {
-        let store = RedisStore {
-            client: redis::Client::open("redis://127.0.0.1/").unwrap(),
-            connection: OnceCell::new(),
-            script: redis::Script::new(""),
-        };
+    fn the_name_is_a_prefixed_hash_of_url_and_key_in_a_hash_tag() {
+        let store = store(redis::Client::open("redis://127.0.0.1/").unwrap());
         let url = Url::parse("https://petstore.example.com/v1/").unwrap();
         let name = store.name(&url, "secret-key-123");
-        assert_eq!(name.len(), PREFIX.len() + 32);
-        assert!(name.starts_with(PREFIX));
+        let tag = name.strip_prefix(PREFIX).expect("the prefix");
+        let hash = tag.strip_prefix('{').and_then(|tag| tag.strip_suffix('}'));
+        assert!(
+            hash.is_some_and(|hash| hash.len() == 32
+                && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+            "expected 32 hexadecimal digits in braces after the prefix: {name}"
+        );
         assert!(!name.contains("secret-key-123") && !name.contains("example"));
         assert_eq!(name, store.name(&url, "secret-key-123"), "stable");
         assert_ne!(name, store.name(&url, "another-key"));
