@@ -401,6 +401,7 @@ pub fn capture_into(captured: &Captured, level: tracing::Level) {
 }
 
 pub mod matrix;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod simulation;
 pub mod slow_link;
