@@ -29,7 +29,7 @@ use crate::rate::{self, SharedStore};
 /// # Ok::<(), petstore_client::Error>(())
 /// ```
 ///
-/// **Where:** one server ([`new`](Self::new): TCP, or a Unix socket), a Redis Cluster
+/// **Where:** one server ([`new`](Self::new): TCP, TLS, or a Unix socket), a Redis Cluster
 /// ([`cluster`](Self::cluster)), or the master that Redis Sentinel names
 /// ([`sentinel`](Self::sentinel)).
 ///
@@ -75,6 +75,7 @@ impl RedisState {
     /// | URL | connects |
     /// | --- | --- |
     /// | `redis://[[user]:password@]host[:port][/db]` | over TCP (port 6379 by default) |
+    /// | `rediss://[[user]:password@]host[:port][/db]` | over TLS, the certificate verified against the system's authorities (feature `redis-tls`; for a private authority give [`from_client`](Self::from_client) a `redis::Client::build_with_tls`) |
     /// | `redis+unix:///path/to/redis.sock[?db=N&user=U&pass=P]` or `unix:///path/...` | through a Unix socket |
     ///
     /// For a Redis Cluster see [`cluster`](Self::cluster), for Sentinel
@@ -90,9 +91,16 @@ impl RedisState {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] if the URL is not a Redis URL. Nothing is connected yet.
+    /// [`Error::Config`] if the URL is not a Redis URL, or is a `rediss://` URL without the
+    /// `redis-tls` feature. Nothing is connected yet.
     pub fn new(url: &str) -> Result<Self, Error> {
-        let client = redis::Client::open(url).map_err(invalid_url)?;
+        let client = redis::Client::open(url).map_err(|error| {
+            if !cfg!(feature = "redis-tls") && url.starts_with("rediss:") {
+                Error::config("a rediss:// URL (Redis over TLS) needs the feature redis-tls")
+            } else {
+                invalid_url(error)
+            }
+        })?;
         Ok(Self::from_client(client))
     }
 
@@ -171,7 +179,8 @@ impl RedisState {
         );
         let client = SentinelClient::build(
             sentinels,
-            service_name.to_owned(),
+            // Owned: the redis crate takes a `String` without its TLS features.
+            String::from(service_name),
             None,
             SentinelServerType::Master,
         )
@@ -265,6 +274,17 @@ mod tests {
         assert!(debug.contains("127.0.0.1:6379"), "{debug}");
         let error = RedisState::new("http://user:s3cret-pass@host/").unwrap_err();
         assert!(!error.to_string().contains("s3cret-pass"), "{error}");
+    }
+
+    #[cfg(not(feature = "redis-tls"))]
+    #[test]
+    fn a_tls_url_without_the_feature_says_which_feature_it_needs() {
+        let error = RedisState::new("rediss://:s3cret-pass@127.0.0.1:6380/").unwrap_err();
+        assert!(error.to_string().contains("redis-tls"), "{error}");
+        assert!(
+            !format!("{error} {error:?}").contains("s3cret-pass"),
+            "{error:?}"
+        );
     }
 
     #[test]

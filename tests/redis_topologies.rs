@@ -368,3 +368,52 @@ async fn a_user_limited_to_the_crates_keys_and_commands_shares_the_state() {
     a_429_met_by_one_instance_holds_the_other(&sandbox, first, second, &[server.url()]).await;
     assert_nothing_denied(&server.url()).await;
 }
+
+/// TLS (feature `redis-tls`): `rediss://` with the server's certificate verified.
+#[cfg(feature = "redis-tls")]
+mod tls {
+    use super::*;
+    use common::redis_tls::RedisTls;
+
+    #[tokio::test]
+    async fn tls_with_a_verified_certificate_shares_the_state() {
+        common::install_log_capture();
+        let server = RedisTls::start();
+        // The way to a server whose certificate a private authority signed: a redis client
+        // that trusts it.
+        let trusting = || {
+            let client = redis::Client::build_with_tls(
+                server.tls_url(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(server.ca_certificate()),
+                },
+            )
+            .expect("a TLS client");
+            RedisState::from_client(client)
+        };
+        let sandbox = sandbox().await;
+        let first = instance(&sandbox, "first", trusting());
+        let second = instance(&sandbox, "second", trusting());
+        a_429_met_by_one_instance_holds_the_other(&sandbox, first, second, &[server.url()]).await;
+
+        // An instance that trusts only the system's authorities does not reach the state: the
+        // certificate is verified. Its call goes on without Redis.
+        let (captured, _guard) = common::capture(tracing::Level::WARN);
+        let before = admissions_at(&server.url()).await;
+        let doubting = RedisState::new(&server.tls_url()).expect("a rediss:// URL");
+        instance(&sandbox, "doubting", doubting)
+            .list_pets()
+            .limit(1)
+            .send()
+            .await
+            .expect("the call goes on without Redis");
+        let text = captured.text();
+        assert!(
+            text.contains(UNREACHABLE) && text.contains("certificate"),
+            "expected a warning that Redis is unreachable for its certificate, the log \
+             reads:\n{text}"
+        );
+        assert_eq!(admissions_at(&server.url()).await, before);
+    }
+}
