@@ -283,8 +283,11 @@ async fn sentinel_shares_the_state_through_the_master_and_after_a_failover() {
     })
     .await;
     let (captured, _guard) = common::capture(tracing::Level::WARN);
-    let answer = sentinel_cli(sentinel.port(), &["SENTINEL", "FAILOVER", SERVICE]);
-    assert!(answer.contains("OK"), "SENTINEL FAILOVER answered {answer}");
+    // Refused (NOGOODSLAVE) until the Sentinel has seen the replica's link to the master up.
+    wait_for("the Sentinel to accept SENTINEL FAILOVER", async || {
+        sentinel_cli(sentinel.port(), &["SENTINEL", "FAILOVER", SERVICE]).contains("OK")
+    })
+    .await;
     wait_for("the Sentinel names the replica as master", async || {
         master_port(sentinel.port()) == replica_port
     })
