@@ -20,6 +20,7 @@ use common::redis_cluster::RedisCluster;
 use common::redis_server::RedisServer;
 use petstore_client::{PetStoreClient, RateLimitScope, RedisState};
 use petstore_sandbox::{Fault, Plan, Sandbox};
+use redis::sentinel::{SentinelClient, SentinelServerType};
 use tokio::time::Instant;
 
 const KEY: &str = "FAKE-topology-key-not-a-secret";
@@ -259,15 +260,27 @@ async fn admissions_at(url: &str) -> u64 {
 
 #[tokio::test]
 async fn sentinel_shares_the_state_through_the_master_and_after_a_failover() {
+    // One instance is built from Sentinel URLs, the other from a `SentinelClient`.
     common::install_log_capture();
     let master = RedisServer::start();
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
     let sentinel = RedisServer::start_sentinel(SERVICE, master.port());
     let sandbox = sandbox().await;
-    let state = || RedisState::sentinel([sentinel.url()], SERVICE).expect("Sentinel URLs");
-    let first = instance(&sandbox, "first", state());
-    let second = instance(&sandbox, "second", state());
+    let first = instance(
+        &sandbox,
+        "first",
+        RedisState::sentinel([sentinel.url()], SERVICE).expect("Sentinel URLs"),
+    );
+    // The other way in, for a master with other settings: the redis crate's Sentinel client.
+    let client = SentinelClient::build(
+        vec![sentinel.url()],
+        String::from(SERVICE),
+        None,
+        SentinelServerType::Master,
+    )
+    .expect("a Sentinel client");
+    let second = instance(&sandbox, "second", RedisState::from_sentinel_client(client));
     a_429_met_by_one_instance_holds_the_other(
         &sandbox,
         first.clone(),
