@@ -202,8 +202,9 @@ async fn a_cluster_shares_the_state_through_a_node_that_does_not_own_its_slot() 
         1,
         "expected the state on one node, got {owners:?}"
     );
-    // Each instance is given one node only, and one that does not own the slot: every script
-    // call of theirs is first answered MOVED, which the cluster client follows.
+    // Each instance is given one node only, and one that does not own the slot (which answers
+    // a plain client's every script call with MOVED): the cluster client learns from it where
+    // the slot is, and sends the script there.
     let others: Vec<&String> = (0..urls.len())
         .filter(|i| *i != owners[0])
         .map(|i| &limited[i])
