@@ -215,7 +215,31 @@ async fn a_cluster_shares_the_state_through_a_node_that_does_not_own_its_slot() 
         "second",
         RedisState::cluster([others[1]]).unwrap(),
     );
-    a_429_met_by_one_instance_holds_the_other(&sandbox, first, second, &urls).await;
+    a_429_met_by_one_instance_holds_the_other(&sandbox, first.clone(), second.clone(), &urls).await;
+
+    // The slot moves to another node: the instances, which knew the old owner, are answered
+    // MOVED there and follow it (the script is loaded on the new owner on the way), with no
+    // warning; the state is counted on in the new owner.
+    let (captured, _guard) = common::capture(tracing::Level::WARN);
+    let (name, _) = state_at(&urls[owners[0]]).await.expect("the state");
+    let before = admissions_at(&urls[owners[0]]).await;
+    let to = (owners[0] + 1) % urls.len();
+    cluster.move_slot_of(&name, owners[0], to);
+    one_call_each(&[&first, &second], "a call after the move").await;
+    let after = admissions_at(&urls[to]).await;
+    assert!(
+        after > before,
+        "expected admissions counted on in the new owner: {before} before, {after} after"
+    );
+    assert!(
+        state_at(&urls[owners[0]]).await.is_none(),
+        "the state stayed on the old owner"
+    );
+    let text = captured.text();
+    assert!(
+        !text.contains("WARN"),
+        "expected no warning, the log reads:\n{text}"
+    );
     for url in &urls {
         assert_nothing_denied(url).await;
     }
@@ -249,6 +273,13 @@ fn master_port(sentinel: u16) -> String {
         .nth(1)
         .unwrap_or_default()
         .to_owned()
+}
+
+/// One call by each of `clients`, one after another; each must succeed.
+async fn one_call_each(clients: &[&PetStoreClient], expect: &str) {
+    for client in clients {
+        client.list_pets().limit(1).send().await.expect(expect);
+    }
 }
 
 /// How many admissions the state at `url` has counted (its `seq` field).
@@ -310,14 +341,11 @@ async fn sentinel_shares_the_state_through_the_master_and_after_a_failover() {
     // closed its connections or answered as a replica, the instances ask the Sentinel again.
     let before = admissions_at(&replica.url()).await;
     wait_for("the instances admit through the new master", async || {
-        for client in [&first, &second] {
-            client
-                .list_pets()
-                .limit(1)
-                .send()
-                .await
-                .expect("every call during and after the failover succeeds");
-        }
+        one_call_each(
+            &[&first, &second],
+            "every call during and after the failover succeeds",
+        )
+        .await;
         admissions_at(&replica.url()).await > before
     })
     .await;

@@ -71,6 +71,52 @@ impl RedisCluster {
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }
+
+    /// Moves `key`'s slot, with its keys, from node `from` to node `to`, as resharding does
+    /// (IMPORTING, MIGRATING, MIGRATE, then every node told the new owner): a client that
+    /// knew the old owner is answered MOVED there.
+    pub fn move_slot_of(&self, key: &str, from: usize, to: usize) {
+        let port = |i: usize| self.nodes[i].port().to_string();
+        let (from_port, to_port) = (port(from), port(to));
+        let slot = answer(["-p", &from_port, "CLUSTER", "KEYSLOT", key]);
+        let from_id = answer(["-p", &from_port, "CLUSTER", "MYID"]);
+        let to_id = answer(["-p", &to_port, "CLUSTER", "MYID"]);
+        for (port, args) in [
+            (&to_port, ["SETSLOT", &slot, "IMPORTING", &from_id]),
+            (&from_port, ["SETSLOT", &slot, "MIGRATING", &to_id]),
+        ] {
+            assert_eq!(
+                answer(["-p", port, "CLUSTER"].into_iter().chain(args)),
+                "OK"
+            );
+        }
+        let migrated = answer([
+            "-p",
+            &from_port,
+            "MIGRATE",
+            "127.0.0.1",
+            &to_port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            key,
+        ]);
+        assert_eq!(migrated, "OK", "MIGRATE of {key}");
+        for node in 0..self.nodes.len() {
+            let node_port = port(node);
+            let set = answer([
+                "-p", &node_port, "CLUSTER", "SETSLOT", &slot, "NODE", &to_id,
+            ]);
+            assert_eq!(set, "OK", "CLUSTER SETSLOT NODE on port {node_port}");
+        }
+    }
+}
+
+/// What `redis-cli` with `args` printed, trimmed.
+fn answer<'a>(args: impl IntoIterator<Item = &'a str>) -> String {
+    let output = redis_cli(args);
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 fn redis_cli<'a>(args: impl IntoIterator<Item = &'a str>) -> std::process::Output {
