@@ -109,10 +109,10 @@ impl RedisState {
         Self::kept_in(rate::RedisTopology::Server(client))
     }
 
-    /// A state kept in the Redis Cluster of which `nodes` are some nodes, each a URL as for
-    /// [`new`](Self::new) (`redis://`, with the same user and password for
-    /// all). One reachable node is enough: the others are found from it, and the state is
-    /// read and written on the node that owns its slot, wherever the slot moves.
+    /// A state kept in the Redis Cluster of which `nodes` are some nodes, each a `redis://`
+    /// URL as for [`new`](Self::new), all with the same user and password. One reachable
+    /// node is enough: the others are found from it, and the state is read and written on the
+    /// node that owns its slot, wherever the slot moves (`MOVED` and `ASK` are followed).
     ///
     /// ```
     /// use petstore_client::RedisState;
