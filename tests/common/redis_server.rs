@@ -59,7 +59,9 @@ impl RedisServer {
     }
 
     /// Starts a Sentinel that watches the master on `master_port` as `service` and decides
-    /// a failover alone (a quorum of one).
+    /// a failover alone (a quorum of one). It takes the master for down only after 30 s
+    /// without an answer, so that a loaded machine does not start a failover no test asked
+    /// for; `SENTINEL FAILOVER` starts one at once.
     pub fn start_sentinel(service: &str, master_port: u16) -> Self {
         let service = service.to_owned();
         Self::launch(
@@ -69,7 +71,7 @@ impl RedisServer {
                     &config,
                     format!(
                         "sentinel monitor {service} 127.0.0.1 {master_port} 1\n\
-                         sentinel down-after-milliseconds {service} 2000\n\
+                         sentinel down-after-milliseconds {service} 30000\n\
                          sentinel failover-timeout {service} 10000\n"
                     ),
                 )
