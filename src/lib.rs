@@ -146,6 +146,7 @@
 //! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
 //! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
 //! | `redis` | no | `RedisState`: one budget and one cooldown per key shared through Redis by every instance, on any host |
+//! | `redis-tls` | no | `redis` over TLS (`rediss://`), the server's certificate verified; enables `rustls` |
 //! | `metrics` | no | counters, histograms and gauges of every call through the `metrics` facade, for any exporter |
 //!
 //! # Testing your code

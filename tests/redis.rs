@@ -200,11 +200,12 @@ async fn eight_instances_sharing_redis_spend_ten_windows_without_a_429() {
     assert_eq!(keys.len(), 1, "expected one key in Redis, got {keys:?}");
     let name = &keys[0];
     let hash = name
-        .strip_prefix("petstore-client:v1:")
-        .expect("the documented prefix");
+        .strip_prefix("petstore-client:v1:{")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("the documented prefix and a hash tag");
     assert!(
         hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
-        "expected 32 hex digits after the prefix, got {hash}"
+        "expected 32 hex digits in braces after the prefix, got {hash}"
     );
     let fields: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(name)

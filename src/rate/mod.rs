@@ -43,7 +43,9 @@ use line::Line;
 pub(crate) use pacer::Hold;
 use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
-pub(crate) use redis::store as redis_store;
+pub(crate) use redis::{
+    Topology as RedisTopology, cluster_client as redis_cluster_client, store as redis_store,
+};
 pub(crate) use store::SharedStore;
 use store::{Exchange, Outcome, Verdict, WindowReport};
 

@@ -2,69 +2,186 @@
 //! one Lua script (`redis.lua`), so that each admission is one atomic round trip.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::SentinelClient;
+use redis::{ErrorKind, RedisError, RedisResult, ScriptInvocation, ServerErrorKind};
 use sha2::{Digest, Sha256};
-use tokio::sync::OnceCell;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use url::Url;
 
 use super::identity::service;
+use super::lock;
 use super::pacer::Hold;
 use super::store::{
     Admission, BoxFuture, Outcome, PROBE_FOR, SharedStore, Store, Verdict, WindowReport,
 };
 
-/// The prefix of every Redis key this crate writes.
+/// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
+/// Cluster hash tag: a key's slot is the tag's, so that keys a later version adds beside the
+/// state (the script's keys must share one slot) can be given the same tag.
 const PREFIX: &str = "petstore-client:v1:";
 
-/// The shared state in the Redis that `client` connects to.
-pub(crate) fn store(client: redis::Client) -> SharedStore {
+/// How long connecting, or one reply, may take. The caller's timeout bounds every operation;
+/// this only ends what the caller gave up on.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Where the shared state's Redis is.
+pub(crate) enum Topology {
+    /// One server, over TCP, TLS or a Unix socket.
+    Server(redis::Client),
+    /// A Redis Cluster: its connection sends the script to the node that owns the state's
+    /// slot and follows MOVED and ASK when the slot moves. `address`: the nodes', to show.
+    Cluster {
+        client: ClusterClient,
+        address: String,
+    },
+    /// The master that Sentinel names, found again after a failover. `address`: the
+    /// service's name and the sentinels' addresses, to show.
+    Sentinel {
+        client: tokio::sync::Mutex<SentinelClient>,
+        address: String,
+    },
+}
+
+impl Topology {
+    /// Where the state is, for `Debug`: addresses, never a password.
+    pub(crate) fn address(&self) -> String {
+        match self {
+            Self::Server(client) => client.get_connection_info().addr().to_string(),
+            Self::Cluster { address, .. } | Self::Sentinel { address, .. } => address.clone(),
+        }
+    }
+
+    async fn connect(self: Arc<Self>) -> RedisResult<Connection> {
+        match &*self {
+            Self::Server(client) => Connection::manager(client.clone()),
+            Self::Cluster { client, .. } => {
+                client.get_async_connection().await.map(Connection::Cluster)
+            }
+            Self::Sentinel { client, .. } => {
+                let master = client.lock().await.async_get_client().await?;
+                Connection::manager(master)
+            }
+        }
+    }
+
+    /// Whether `error` may mean that the connection reaches a server that is no longer the
+    /// master, so that Sentinel must be asked again: the old master is gone, or a failover
+    /// made it a replica, which answers a write with READONLY. A server's connection manager
+    /// and the cluster's connection find their way back on their own.
+    fn must_ask_again(&self, error: &RedisError) -> bool {
+        matches!(self, Self::Sentinel { .. })
+            && (lost(error) || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+    }
+}
+
+/// Whether the connection was lost, so that a second try on a new one may succeed.
+fn lost(error: &RedisError) -> bool {
+    error.is_io_error() || error.is_connection_dropped()
+}
+
+/// A connection of any topology; each is cheap to clone and multiplexed.
+#[derive(Clone)]
+enum Connection {
+    /// To one server, or to the master Sentinel named.
+    Manager(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Connection {
+    fn manager(client: redis::Client) -> RedisResult<Self> {
+        // The manager only reconnects, once per failure, rather than retrying with its own
+        // backoff.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+            .set_response_timeout(Some(CONNECTION_TIMEOUT));
+        ConnectionManager::new_lazy_with_config(client, config).map(Self::Manager)
+    }
+
+    async fn invoke(&mut self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+        match self {
+            Self::Manager(connection) => invocation.invoke_async(connection).await,
+            Self::Cluster(connection) => invocation.invoke_async(connection).await,
+        }
+    }
+
+    /// The value of one of the server's settings (`CONFIG GET`; in a Cluster, a node's).
+    async fn setting(&mut self, name: &str) -> RedisResult<String> {
+        let mut command = redis::cmd("CONFIG");
+        command.arg("GET").arg(name);
+        let pair: Vec<String> = match self {
+            Self::Manager(connection) => command.query_async(connection).await?,
+            Self::Cluster(connection) => command.query_async(connection).await?,
+        };
+        Ok(pair.into_iter().nth(1).unwrap_or_default())
+    }
+}
+
+/// The cluster client's settings: redirections (MOVED, ASK) count as retries, so it keeps
+/// its default number of them, within the caller's timeout.
+pub(crate) fn cluster_client(nodes: Vec<redis::ConnectionInfo>) -> RedisResult<ClusterClient> {
+    ClusterClient::builder(nodes)
+        .connection_timeout(CONNECTION_TIMEOUT)
+        .response_timeout(CONNECTION_TIMEOUT)
+        .build()
+}
+
+/// The shared state in the Redis of `topology`.
+pub(crate) fn store(topology: Topology) -> SharedStore {
     SharedStore::new(Arc::new(RedisStore {
-        client,
-        connection: OnceCell::new(),
+        topology: Arc::new(topology),
+        connection: Mutex::new(None),
+        connecting: tokio::sync::Mutex::new(None),
         script: redis::Script::new(include_str!("redis.lua")),
     }))
 }
 
 struct RedisStore {
-    client: redis::Client,
-    connection: OnceCell<ConnectionManager>,
+    topology: Arc<Topology>,
+    /// The connection, once made; cloned for each operation.
+    connection: Mutex<Option<Connection>>,
+    /// The connection being made, in a task of its own: a caller that gives up (its timeout)
+    /// leaves it running for the next caller, so that a connection slower to make than the
+    /// timeout (a cluster's, which asks for the slots) is still made.
+    connecting: tokio::sync::Mutex<Option<JoinHandle<RedisResult<Connection>>>>,
     script: redis::Script,
 }
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field(
-                "address",
-                &self.client.get_connection_info().addr().to_string(),
-            )
+            .field("address", &self.topology.address())
             .finish_non_exhaustive()
     }
 }
 
 impl RedisStore {
-    async fn connection(&self) -> Result<ConnectionManager, String> {
-        let manager = self
-            .connection
-            .get_or_try_init(|| async {
-                // The caller's timeout bounds every operation; the manager only reconnects,
-                // once per failure, rather than retrying with its own backoff.
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(0)
-                    .set_connection_timeout(Some(Duration::from_secs(1)))
-                    .set_response_timeout(Some(Duration::from_secs(1)));
-                let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
-                // Beside the first call, which need not wait for it.
-                tokio::spawn(check_settings(manager.clone()));
-                Ok::<_, redis::RedisError>(manager)
-            })
-            .await
+    async fn connection(&self) -> Result<Connection, String> {
+        if let Some(connection) = lock(&self.connection).clone() {
+            return Ok(connection);
+        }
+        let mut connecting = self.connecting.lock().await;
+        if let Some(connection) = lock(&self.connection).clone() {
+            return Ok(connection);
+        }
+        let topology = Arc::clone(&self.topology);
+        let task = connecting.get_or_insert_with(|| tokio::spawn(topology.connect()));
+        let result = task.await;
+        *connecting = None;
+        let connection = result
+            .map_err(|error| error.to_string())?
             .map_err(|error| error.to_string())?;
-        Ok(manager.clone())
+        *lock(&self.connection) = Some(connection.clone());
+        // Beside the first call, which need not wait for it.
+        tokio::spawn(check_settings(connection.clone()));
+        Ok(connection)
     }
 
     async fn run(
@@ -100,13 +217,20 @@ impl RedisStore {
                 .arg(ends_in.as_millis() as u64)
                 .arg(report.admitted);
         }
-        match invocation.invoke_async(&mut connection).await {
-            // A connection lost while Redis was away fails once, and the manager starts a new
-            // one: the second try waits for it, so that a Redis that is back is found at once.
-            Err(error) if error.is_io_error() || error.is_connection_dropped() => invocation
-                .invoke_async(&mut self.connection().await?)
-                .await
-                .map_err(|error| error.to_string()),
+        match connection.invoke(&invocation).await {
+            Err(error) if lost(&error) || self.topology.must_ask_again(&error) => {
+                if self.topology.must_ask_again(&error) {
+                    lock(&self.connection).take();
+                }
+                // A connection lost while Redis was away fails once, and a new one is made (by
+                // the manager, or by asking Sentinel again): the second try waits for it, so
+                // that a Redis that is back is found at once.
+                self.connection()
+                    .await?
+                    .invoke(&invocation)
+                    .await
+                    .map_err(|error| error.to_string())
+            }
             result => result.map_err(|error| error.to_string()),
         }
     }
@@ -117,21 +241,13 @@ impl RedisStore {
 /// too), or no persistence. A lost state is found out again by one request, at the cost of that
 /// request and of the others' wait, so a `WARN` is for what loses it often, and for a Redis
 /// that does not let the settings be read. A Redis that does not answer is the outage's to log.
-async fn check_settings(mut connection: ConnectionManager) {
-    let mut read = async |name: &str| -> Result<String, redis::RedisError> {
-        let pair: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg(name)
-            .query_async(&mut connection)
-            .await?;
-        Ok(pair.into_iter().nth(1).unwrap_or_default())
-    };
+async fn check_settings(mut connection: Connection) {
     let settings = async {
         Ok::<_, redis::RedisError>((
-            read("maxmemory").await?,
-            read("maxmemory-policy").await?,
-            read("save").await?,
-            read("appendonly").await?,
+            connection.setting("maxmemory").await?,
+            connection.setting("maxmemory-policy").await?,
+            connection.setting("save").await?,
+            connection.setting("appendonly").await?,
         ))
     };
     match settings.await {
@@ -173,11 +289,13 @@ impl Store for RedisStore {
         hash.update(b"\0");
         hash.update(api_key.as_bytes());
         let digest = hash.finalize();
-        let mut name = String::with_capacity(PREFIX.len() + 32);
+        let mut name = String::with_capacity(PREFIX.len() + 34);
         name.push_str(PREFIX);
+        name.push('{');
         for byte in &digest[..16] {
             name.push_str(&format!("{byte:02x}"));
         }
+        name.push('}');
         name
     }
 
@@ -238,16 +356,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_name_is_a_prefixed_hash_of_url_and_key() {
-        let store = RedisStore {
-            client: redis::Client::open("redis://127.0.0.1/").unwrap(),
-            connection: OnceCell::new(),
-            script: redis::Script::new(""),
-        };
+    fn the_name_is_a_prefixed_hash_of_url_and_key_in_a_hash_tag() {
+        let store = store(Topology::Server(
+            redis::Client::open("redis://127.0.0.1/").unwrap(),
+        ));
         let url = Url::parse("https://petstore.example.com/v1/").unwrap();
         let name = store.name(&url, "secret-key-123");
-        assert_eq!(name.len(), PREFIX.len() + 32);
-        assert!(name.starts_with(PREFIX));
+        let tag = name.strip_prefix(PREFIX).expect("the prefix");
+        let hash = tag.strip_prefix('{').and_then(|tag| tag.strip_suffix('}'));
+        assert!(
+            hash.is_some_and(|hash| hash.len() == 32
+                && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+            "expected 32 hexadecimal digits in braces after the prefix: {name}"
+        );
         assert!(!name.contains("secret-key-123") && !name.contains("example"));
         assert_eq!(name, store.name(&url, "secret-key-123"), "stable");
         assert_ne!(name, store.name(&url, "another-key"));

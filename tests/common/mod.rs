@@ -406,6 +406,8 @@ pub fn capture_into(captured: &Captured, level: tracing::Level) {
 }
 
 pub mod matrix;
+pub mod redis_cluster;
 pub mod redis_server;
+pub mod redis_tls;
 pub mod simulation;
 pub mod slow_link;
