@@ -40,7 +40,7 @@ pub(super) const RESERVE_SHARE: u64 = 5;
 pub(super) const RESERVE_WITHIN: Duration = Duration::from_secs(60);
 
 /// The largest number of instances the fleet estimate believes in.
-const MAX_INSTANCES: f64 = 1_000.0;
+pub(super) const MAX_INSTANCES: f64 = 1_000.0;
 
 /// This process's own requests when a response arrived: how many it had admitted in all, and
 /// how many were in flight (the answered one included).

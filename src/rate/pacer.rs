@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Pacing;
-use super::budget::{Known, RESERVE_SHARE, RESERVE_WITHIN};
+use super::budget::{Known, MAX_INSTANCES, RESERVE_SHARE, RESERVE_WITHIN};
 use super::gate::Gate;
 
 /// The longest span over which a budget is spread while the pace it falls at leaves some at
@@ -161,8 +161,11 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     // Alone, more at once only as answers in a row confirm it, twice as many with each (TCP's
     // slow start): instances that start together each take themselves to be alone until
     // their second answer, and more of their requests on the wire by then would empty a
-    // window that allows a few per instance.
-    if view.alone && in_flight >= 1 << view.confirmed.min(MAX_DOUBLINGS) {
+    // window that allows a few per instance. Not where the most instances believed in could
+    // not empty the window that way (an "unlimited" quota).
+    let unconfirmed = in_flight >= 1 << view.confirmed.min(MAX_DOUBLINGS);
+    if view.alone && unconfirmed && (in_flight + 1) as f64 * MAX_INSTANCES > budget.remaining as f64
+    {
         return Decision::ForResponse(Hold::Pace);
     }
     // This instance's share of what is left, in flight at once.
@@ -442,6 +445,30 @@ mod tests {
         assert_eq!(
             decide(&view, Pacing::Shared, t0),
             Decision::Go { probe: false }
+        );
+
+        let mut unlimited = Budgets::default();
+        let reset = DateTime::from_timestamp(1_000, 0).unwrap();
+        let own = Own {
+            sent: 1,
+            in_flight: 1,
+        };
+        unlimited.report(
+            Quota::new(u64::MAX, u64::MAX, reset),
+            t0 + secs(60),
+            t0,
+            own,
+        );
+        let mut view = View {
+            known: unlimited.known(t0),
+            ..view
+        };
+        view.confirmed = 0;
+        view.wire.in_flight = 7;
+        assert_eq!(
+            decide(&view, Pacing::Shared, t0),
+            Decision::Go { probe: false },
+            "expected no wait for confirmations where no fleet could empty the window"
         );
     }
 
