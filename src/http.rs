@@ -296,18 +296,19 @@ impl PetStoreClient {
     fn meter_request(&self, call: &Call, outcome: &Result<Exchange, Failure>, took: Duration) {
         let inner = &self.inner;
         let status = outcome.as_ref().map(|exchange| exchange.status);
-        let quota = outcome
-            .as_ref()
-            .ok()
-            .and_then(|exchange| exchange.report.quota);
+        let quota = outcome.as_ref().ok().and_then(|exchange| {
+            let report = &exchange.report;
+            report.quota.zip(report.window)
+        });
         inner.meter.request(
             call.operation.name(),
             &call.method,
             status.map_err(|failure| &failure.error),
             took,
         );
-        if let Some(quota) = quota {
-            inner.meter.quota(quota);
+        // A quota whose period was over when it arrived says nothing of a window in force.
+        if let Some((quota, length)) = quota {
+            inner.meter.quota(quota, length);
         }
         let (instances, store_live) = inner.rate.fleet();
         inner.meter.fleet(instances, store_live);

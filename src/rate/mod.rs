@@ -531,6 +531,10 @@ pub(crate) struct HeadReport {
     pub(crate) quiet: Option<Quiet>,
     /// Seconds the service's clock, as read from `Date`, is ahead of the local one.
     pub(crate) clock_offset: Option<f64>,
+    /// How long the window of `quota` is, as the budgets reckon it; `None` without a quota,
+    /// or for one whose period was over on arrival.
+    #[cfg(feature = "metrics")]
+    pub(crate) window: Option<Duration>,
 }
 
 /// A request admitted to the wire. Until its response head is reported it counts against the
@@ -589,6 +593,8 @@ impl Permit<'_> {
         let shared = self.shared;
         let mut report = None;
         let mut quiet_until = None;
+        #[cfg(feature = "metrics")]
+        let mut length = None;
         let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
@@ -613,6 +619,10 @@ impl Permit<'_> {
                         in_flight: state.wire.in_flight,
                     };
                     state.budgets.report(quota, reset_at, at, own);
+                    #[cfg(feature = "metrics")]
+                    {
+                        length = state.budgets.length_of(quota.reset.timestamp());
+                    }
                     state.remember(quota);
                     if self.store.is_some() && reset_at > at {
                         let window = WindowReport {
@@ -671,6 +681,8 @@ impl Permit<'_> {
             retry_after,
             quiet,
             clock_offset,
+            #[cfg(feature = "metrics")]
+            window: length,
         };
         (head, tell)
     }
