@@ -87,14 +87,15 @@ impl PetStoreClient {
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
         // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
-        // they are.
+        // they are; numbers as `i64`, which it exports as integers (a `u64` it exports as a
+        // string).
         let span = tracing::debug_span!(
             "petstore_client",
             petstore.operation = call.operation.name(),
             http.request.method = %call.method,
             url.path = call.url.path(),
             server.address = call.url.host_str(),
-            server.port = call.url.port_or_known_default(),
+            server.port = call.url.port_or_known_default().map(i64::from),
         );
         let start = Instant::now();
         let mut tally = Tally::default();
@@ -145,7 +146,7 @@ impl PetStoreClient {
             let (permit, _) = admitted.map_err(throttled)?;
             let span = tracing::debug_span!(
                 "attempt",
-                attempt,
+                attempt = i64::from(attempt),
                 http.response.status_code = tracing::field::Empty
             );
             #[cfg(feature = "metrics")]
@@ -163,11 +164,17 @@ impl PetStoreClient {
             }
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
-                    span.record("http.response.status_code", exchange.status.as_u16());
+                    span.record(
+                        "http.response.status_code",
+                        i64::from(exchange.status.as_u16()),
+                    );
                     return Ok(exchange);
                 }
                 Ok(exchange) => {
-                    span.record("http.response.status_code", exchange.status.as_u16());
+                    span.record(
+                        "http.response.status_code",
+                        i64::from(exchange.status.as_u16()),
+                    );
                     let report = exchange.report;
                     let error = ApiError::from_response(
                         exchange.status,
