@@ -97,11 +97,12 @@ impl PetStoreClient {
             server.address = call.url.host_str(),
             server.port = call.url.port_or_known_default().map(i64::from),
         );
+        // One reading of the clock for the call's start, its deadline and its wait limit.
         let start = Instant::now();
         let mut tally = Tally::default();
         let limit = self.inner.call_timeout;
-        let deadline = limit.map(clock::after);
-        let run = self.run(&call, &mut tally, deadline);
+        let deadline = limit.map(|limit| clock::after_from(start, limit));
+        let run = self.run(&call, &mut tally, start, deadline);
         let outcome = match (limit, deadline) {
             (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
@@ -118,12 +119,13 @@ impl PetStoreClient {
             .map_err(|e| e.with_call(info))
     }
 
-    /// Sends the call until it succeeds or the retry policy gives up, counting what it does
-    /// in `tally`.
+    /// Sends the call, which started at `start`, until it succeeds or the retry policy gives
+    /// up, counting what it does in `tally`.
     async fn run(
         &self,
         call: &Call,
         tally: &mut Tally,
+        start: Instant,
         deadline: Option<Instant>,
     ) -> Result<Exchange> {
         let inner = &self.inner;
@@ -133,7 +135,7 @@ impl PetStoreClient {
         let mut delays = policy.schedule();
         // The call waits for the rate limit at most `max_server_wait` in all, and never past
         // its own deadline.
-        let most = clock::after(policy.max_server_wait());
+        let most = clock::after_from(start, policy.max_server_wait());
         let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
             let admitted = inner.rate.admit(operation.name(), give_up_at).await;

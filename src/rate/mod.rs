@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Duration;
 
-use http::header::{DATE, RETRY_AFTER};
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -598,10 +598,8 @@ impl Permit<'_> {
         let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
-            // Without `Date` the reading is the local clock's own.
-            let clock_offset = headers
-                .contains_key(DATE)
-                .then(|| server.offset(&shared.clock));
+            // Without `Date` the reading is the local clock's own: no offset.
+            let clock_offset = server.offset(&shared.clock);
             let reading = Quota::read(headers, &server);
             let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
