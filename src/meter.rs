@@ -131,9 +131,10 @@ impl Meter {
 
     /// A response reported `quota`, of a window `length` long.
     pub(crate) fn quota(&self, quota: Quota, length: Duration) {
-        let labels = || self.labels([Label::new(QUOTA_WINDOW, window_name(length))]);
-        gauge!(QUOTA_REMAINING, labels()).set(quota.remaining as f64);
-        gauge!(QUOTA_LIMIT, labels()).set(quota.limit as f64);
+        // Built once for both gauges: cloning them copies no string.
+        let labels = self.labels([Label::new(QUOTA_WINDOW, window_name(length))]);
+        gauge!(QUOTA_REMAINING, labels.clone()).set(quota.remaining as f64);
+        gauge!(QUOTA_LIMIT, labels).set(quota.limit as f64);
     }
 
     /// What the rate discipline knows of the fleet: the instances it sees, and whether the
@@ -159,13 +160,14 @@ impl Meter {
     }
 }
 
-/// A window's label: its length in seconds, without allocating for the usual lengths.
+/// A window's label: its length in seconds, without allocating for the usual lengths, and
+/// shared otherwise, so that cloning it copies no string.
 fn window_name(length: Duration) -> SharedString {
     match length.as_secs() {
         60 => SharedString::const_str("60s"),
         3_600 => SharedString::const_str("3600s"),
         86_400 => SharedString::const_str("86400s"),
-        secs => SharedString::from_owned(format!("{secs}s")),
+        secs => SharedString::from(Arc::<str>::from(format!("{secs}s"))),
     }
 }
 
