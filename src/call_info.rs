@@ -131,7 +131,7 @@ impl CallInfo {
     /// How far the service's clock was ahead of this machine's (negative: behind), in seconds
     /// to the millisecond, as the client read it from the `Date` header of the call's last
     /// response; the client places the service's reset times and HTTP-date `Retry-After`s by
-    /// it. `None` when no response with `Date` arrived.
+    /// it. `None` when no response with a `Date` it could read arrived.
     ///
     /// ```
     /// # fn show(call: &petstore_client::CallInfo) {

@@ -87,20 +87,22 @@ impl PetStoreClient {
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
     ) -> Result<Response<V>> {
         // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
-        // they are.
+        // they are; numbers as `i64`, which it exports as integers (a `u64` it exports as a
+        // string).
         let span = tracing::debug_span!(
             "petstore_client",
             petstore.operation = call.operation.name(),
             http.request.method = %call.method,
             url.path = call.url.path(),
             server.address = call.url.host_str(),
-            server.port = call.url.port_or_known_default(),
+            server.port = call.url.port_or_known_default().map(i64::from),
         );
+        // One reading of the clock for the call's start, its deadline and its wait limit.
         let start = Instant::now();
         let mut tally = Tally::default();
         let limit = self.inner.call_timeout;
-        let deadline = limit.map(clock::after);
-        let run = self.run(&call, &mut tally, deadline);
+        let deadline = limit.map(|limit| clock::after_from(start, limit));
+        let run = self.run(&call, &mut tally, start, deadline);
         let outcome = match (limit, deadline) {
             (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
                 .instrument(span)
@@ -117,12 +119,13 @@ impl PetStoreClient {
             .map_err(|e| e.with_call(info))
     }
 
-    /// Sends the call until it succeeds or the retry policy gives up, counting what it does
-    /// in `tally`.
+    /// Sends the call, which started at `start`, until it succeeds or the retry policy gives
+    /// up, counting what it does in `tally`.
     async fn run(
         &self,
         call: &Call,
         tally: &mut Tally,
+        start: Instant,
         deadline: Option<Instant>,
     ) -> Result<Exchange> {
         let inner = &self.inner;
@@ -132,7 +135,7 @@ impl PetStoreClient {
         let mut delays = policy.schedule();
         // The call waits for the rate limit at most `max_server_wait` in all, and never past
         // its own deadline.
-        let most = clock::after(policy.max_server_wait());
+        let most = clock::after_from(start, policy.max_server_wait());
         let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
             let admitted = inner.rate.admit(operation.name(), give_up_at).await;
@@ -145,7 +148,7 @@ impl PetStoreClient {
             let (permit, _) = admitted.map_err(throttled)?;
             let span = tracing::debug_span!(
                 "attempt",
-                attempt,
+                attempt = i64::from(attempt),
                 http.response.status_code = tracing::field::Empty
             );
             #[cfg(feature = "metrics")]
@@ -163,11 +166,17 @@ impl PetStoreClient {
             }
             let (action, error) = match outcome {
                 Ok(exchange) if exchange.status.is_success() => {
-                    span.record("http.response.status_code", exchange.status.as_u16());
+                    span.record(
+                        "http.response.status_code",
+                        i64::from(exchange.status.as_u16()),
+                    );
                     return Ok(exchange);
                 }
                 Ok(exchange) => {
-                    span.record("http.response.status_code", exchange.status.as_u16());
+                    span.record(
+                        "http.response.status_code",
+                        i64::from(exchange.status.as_u16()),
+                    );
                     let report = exchange.report;
                     let error = ApiError::from_response(
                         exchange.status,
@@ -296,18 +305,19 @@ impl PetStoreClient {
     fn meter_request(&self, call: &Call, outcome: &Result<Exchange, Failure>, took: Duration) {
         let inner = &self.inner;
         let status = outcome.as_ref().map(|exchange| exchange.status);
-        let quota = outcome
-            .as_ref()
-            .ok()
-            .and_then(|exchange| exchange.report.quota);
+        let quota = outcome.as_ref().ok().and_then(|exchange| {
+            let report = &exchange.report;
+            report.quota.zip(report.window)
+        });
         inner.meter.request(
             call.operation.name(),
             &call.method,
             status.map_err(|failure| &failure.error),
             took,
         );
-        if let Some(quota) = quota {
-            inner.meter.quota(quota);
+        // A quota whose period was over when it arrived says nothing of a window in force.
+        if let Some((quota, length)) = quota {
+            inner.meter.quota(quota, length);
         }
         let (instances, store_live) = inner.rate.fleet();
         inner.meter.fleet(instances, store_live);

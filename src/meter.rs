@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use metrics::{Label, Unit, counter, describe_counter, describe_gauge, describe_histogram};
+use metrics::{
+    Label, SharedString, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+};
 use metrics::{gauge, histogram};
 
 use crate::call_info::CallInfo;
@@ -33,10 +35,13 @@ pub(crate) const HOLDS: &str = "petstore.client.holds";
 pub(crate) const THROTTLED: &str = "petstore.client.responses.throttled";
 /// Retries, by operation.
 pub(crate) const RETRIES: &str = "petstore.client.retries";
-/// `remaining` of the latest response's rate-limit window.
+/// `remaining` of each rate-limit window, as the latest response that reported it said.
 pub(crate) const QUOTA_REMAINING: &str = "petstore.client.quota.remaining";
-/// `limit` of the latest response's rate-limit window.
+/// `limit` of each rate-limit window, as the latest response that reported it said.
 pub(crate) const QUOTA_LIMIT: &str = "petstore.client.quota.limit";
+/// The label that tells the rate-limit windows apart: the window's length in seconds
+/// (`60s`, `86400s`), as the rate discipline reckons it from the first report of a period.
+pub(crate) const QUOTA_WINDOW: &str = "petstore.quota.window";
 /// How many instances the rate discipline sees spending the key's budget.
 pub(crate) const INSTANCES: &str = "petstore.client.instances";
 /// 1 while the fleet's shared state answers, 0 while it does not (with a shared store only).
@@ -66,11 +71,11 @@ impl Meter {
         describe_counter!(RETRIES, "Requests sent again after a failed attempt.");
         describe_gauge!(
             QUOTA_REMAINING,
-            "Requests left in the latest rate-limit window."
+            "Requests left in each rate-limit window, as last reported."
         );
         describe_gauge!(
             QUOTA_LIMIT,
-            "Request limit of the latest rate-limit window."
+            "Request limit of each rate-limit window, as last reported."
         );
         describe_gauge!(INSTANCES, "Instances seen spending the key's budget.");
         describe_gauge!(STORE_LIVE, "Whether the shared rate-limit store answers.");
@@ -124,10 +129,12 @@ impl Meter {
         counter!(RETRIES, labels).increment(1);
     }
 
-    /// A response reported `quota`.
-    pub(crate) fn quota(&self, quota: Quota) {
-        gauge!(QUOTA_REMAINING, self.labels([])).set(quota.remaining as f64);
-        gauge!(QUOTA_LIMIT, self.labels([])).set(quota.limit as f64);
+    /// A response reported `quota`, of a window `length` long.
+    pub(crate) fn quota(&self, quota: Quota, length: Duration) {
+        // Built once for both gauges: cloning them copies no string.
+        let labels = self.labels([Label::new(QUOTA_WINDOW, window_name(length))]);
+        gauge!(QUOTA_REMAINING, labels.clone()).set(quota.remaining as f64);
+        gauge!(QUOTA_LIMIT, labels).set(quota.limit as f64);
     }
 
     /// What the rate discipline knows of the fleet: the instances it sees, and whether the
@@ -150,6 +157,17 @@ impl Meter {
         ]);
         histogram!(HOLD_DURATION, labels.clone()).record(call.held());
         counter!(HOLDS, labels).increment(1);
+    }
+}
+
+/// A window's label: its length in seconds, without allocating for the usual lengths, and
+/// shared otherwise, so that cloning it copies no string.
+fn window_name(length: Duration) -> SharedString {
+    match length.as_secs() {
+        60 => SharedString::const_str("60s"),
+        3_600 => SharedString::const_str("3600s"),
+        86_400 => SharedString::const_str("86400s"),
+        secs => SharedString::from(Arc::<str>::from(format!("{secs}s"))),
     }
 }
 

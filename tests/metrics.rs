@@ -135,20 +135,13 @@ async fn a_429_and_the_hold_after_it_are_recorded_without_the_key() {
     );
     assert_eq!(counter(&recorded, "petstore.client.holds", held), 1);
     let quota = response.quota().unwrap();
+    let minute = labels(&sandbox, &[("petstore.quota.window", "60s")]);
     assert_eq!(
-        gauge(
-            &recorded,
-            "petstore.client.quota.remaining",
-            labels(&sandbox, &[])
-        ),
+        gauge(&recorded, "petstore.client.quota.remaining", minute.clone()),
         quota.remaining as f64
     );
     assert_eq!(
-        gauge(
-            &recorded,
-            "petstore.client.quota.limit",
-            labels(&sandbox, &[])
-        ),
+        gauge(&recorded, "petstore.client.quota.limit", minute),
         quota.limit as f64
     );
     assert_eq!(
@@ -195,4 +188,46 @@ async fn a_retry_after_a_503_is_counted() {
             .any(|(name, _)| name == "petstore.client.holds"),
         "expected no hold: {recorded:#?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_window_keeps_the_remaining_and_limit_it_last_reported() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    // 3 a minute and 5 a day: the minute binds in the first minute, the day in the second.
+    let plan = Plan::Enterprise {
+        per_minute: 3,
+        per_day: 5,
+    };
+    let (sandbox, client) = common::sole_user_of(plan).await;
+    for _ in 0..3 {
+        client.list_pets().send().await.unwrap();
+    }
+
+    // Held until the minute ends; then the day, with 1 left after this call, binds.
+    let response = client.list_pets().send_with_meta().await.unwrap();
+
+    assert_eq!(response.call_info().held(), Duration::from_secs(60));
+    let quota = response.quota().unwrap();
+    assert_eq!((quota.limit, quota.remaining), (5, 1));
+    let recorded = read(&snapshotter);
+    let window = |length| {
+        let window = labels(&sandbox, &[("petstore.quota.window", length)]);
+        (
+            gauge(&recorded, "petstore.client.quota.remaining", window.clone()),
+            gauge(&recorded, "petstore.client.quota.limit", window),
+        )
+    };
+    assert_eq!(window("60s"), (0.0, 3.0), "expected the minute spent");
+    assert_eq!(
+        window("86400s"),
+        (1.0, 5.0),
+        "expected 1 of 5 left in the day"
+    );
+    let series = recorded
+        .keys()
+        .filter(|(name, _)| name.starts_with("petstore.client.quota."))
+        .count();
+    assert_eq!(series, 4, "expected two windows, no other: {recorded:#?}");
 }

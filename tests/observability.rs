@@ -192,16 +192,7 @@ async fn a_call_past_a_spent_window_is_held_until_the_window_ends() {
         per_minute: 2,
         per_day: 1_000,
     };
-    let sandbox = common::sandbox_builder()
-        .key("small", plan)
-        .start()
-        .await
-        .unwrap();
-    let client = sandbox_client(&sandbox, "small", RetryPolicy::none())
-        .rate_limit_scope(RateLimitScope::Client)
-        .pacing(petstore_client::Pacing::Sole)
-        .build()
-        .unwrap();
+    let (_sandbox, client) = common::sole_user_of(plan).await;
     for _ in 0..2 {
         client.list_pets().send().await.unwrap();
     }

@@ -15,24 +15,24 @@ pub(crate) use server_time::{ServerClock, ServerTime};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
-    wall: SystemTime,
+    /// Unix seconds on the wall clock at `instant`, converted once: every response reads it.
+    anchor: f64,
     instant: Instant,
 }
 
 impl Clock {
     pub(crate) fn new() -> Self {
         Self {
-            wall: SystemTime::now(),
+            anchor: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |since| since.as_secs_f64()),
             instant: Instant::now(),
         }
     }
 
     /// Unix seconds on the local wall clock at `at`.
     pub(crate) fn unix_at(&self, at: Instant) -> f64 {
-        let anchor = self
-            .wall
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |since| since.as_secs_f64());
+        let anchor = self.anchor;
         let since_anchor = if at >= self.instant {
             (at - self.instant).as_secs_f64()
         } else {

@@ -22,6 +22,8 @@ pub(crate) struct ServerTime {
     unix: f64,
     /// The local instant the response head arrived.
     at: Instant,
+    /// Read from a `Date` header (this response's or an earlier one's), not the local clock.
+    dated: bool,
 }
 
 impl ServerTime {
@@ -41,7 +43,11 @@ impl ServerTime {
             Some(since_epoch) => since_epoch.as_secs_f64(),
             None => local.unix_at(at),
         };
-        Self { unix, at }
+        Self {
+            unix,
+            at,
+            dated: date.is_some(),
+        }
     }
 
     /// The local instant at which the service's clock reads `unix` seconds; `at` itself when
@@ -70,9 +76,9 @@ impl ServerTime {
     }
 
     /// How far the service's clock is ahead of the `local` wall clock, in seconds (negative:
-    /// behind).
-    pub(crate) fn offset(&self, local: &Clock) -> f64 {
-        self.unix - local.unix_at(self.at)
+    /// behind); `None` when no `Date` could be read, as the reading is then the local clock's.
+    pub(crate) fn offset(&self, local: &Clock) -> Option<f64> {
+        self.dated.then(|| self.unix - local.unix_at(self.at))
     }
 
     /// What this reading says the service's clock reads at `at`.
@@ -90,6 +96,7 @@ impl ServerTime {
         Self {
             unix: unix as f64,
             at,
+            dated: true,
         }
     }
 }
@@ -133,6 +140,7 @@ impl ServerClock {
             Some(best) => ServerTime {
                 unix: best.predict(at),
                 at,
+                dated: best.dated,
             },
             None => ServerTime::of_response(headers, at, local),
         }
@@ -166,10 +174,11 @@ mod tests {
             Duration::from_secs(7)
         );
         assert_eq!(server.until(UNIX_EPOCH), Duration::ZERO);
+        assert!(server.offset(&local).is_some());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_a_date_the_local_clock_is_used() {
+    async fn without_a_date_the_local_clock_is_used_and_there_is_no_offset() {
         let local = Clock::new();
         let at = Instant::now();
         let server = ServerTime::of_response(&HeaderMap::new(), at, &local);
@@ -178,9 +187,11 @@ mod tests {
         let expected = Duration::from_secs_f64(reset as f64 - now);
         let got = server.instant_of(reset) - at;
         assert!(got.abs_diff(expected) < Duration::from_millis(1), "{got:?}");
+        assert_eq!(server.offset(&local), None);
         for bad in ["yesterday", "", "Sun, 22 Nov 2026 25:00:00 GMT"] {
             let server = ServerTime::of_response(&with_date(bad), at, &local);
             assert!((server.unix - now).abs() < 0.001, "{bad:?}");
+            assert_eq!(server.offset(&local), None, "{bad:?}");
         }
     }
 

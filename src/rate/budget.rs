@@ -91,6 +91,9 @@ struct Window {
     first_own: Own,
     /// When the latest report arrived.
     last_at: Instant,
+    /// How long the window is, as reckoned at its first report (see [`window_length`]).
+    #[cfg(feature = "metrics")]
+    length: Duration,
 }
 
 impl Window {
@@ -271,6 +274,8 @@ impl Budgets {
                     first_at: at,
                     last_at: at,
                     first_own: own,
+                    #[cfg(feature = "metrics")]
+                    length: window_length(reset_at.saturating_duration_since(at)),
                 });
                 // Spent before this process's first answer of the period, beyond what its
                 // own requests on the wire explain.
@@ -337,6 +342,16 @@ impl Budgets {
         }
     }
 
+    /// How long the window of the period that ends at `reset` (unix seconds) is, as
+    /// reckoned when the period was first reported; `None` for a period no longer kept.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn length_of(&self, reset: i64) -> Option<Duration> {
+        self.windows
+            .iter()
+            .find(|w| w.reset == reset)
+            .map(|w| w.length)
+    }
+
     /// How many instances this process reckons share the key.
     pub(crate) fn instances(&self) -> f64 {
         self.instances
@@ -392,6 +407,25 @@ impl Budgets {
     }
 }
 
+/// The length of a window whose period ends `until_end` after its first report: the
+/// shortest of a minute, an hour and a day that the rest of the period fits in (after taking
+/// off the second by which a truncated `Date` can overstate it), or whole days beyond.
+///
+/// The headers show a period's end, never its window's length, and rate-limit windows come in
+/// these lengths (the specification's are a minute and a day). So it is a reckoning: a window
+/// first reported in its last minute is taken for a minute's, whatever its length. It names
+/// windows for metrics only; the budget never depends on it.
+#[cfg(feature = "metrics")]
+fn window_length(until_end: Duration) -> Duration {
+    const DAY: u64 = 86_400;
+    let rest = until_end.saturating_sub(Duration::from_secs(1));
+    let secs = [60, 3_600, DAY]
+        .into_iter()
+        .find(|&length| rest <= Duration::from_secs(length))
+        .unwrap_or_else(|| rest.as_secs().div_ceil(DAY) * DAY);
+    Duration::from_secs(secs)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::DateTime;
@@ -408,6 +442,26 @@ mod tests {
 
     fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn a_window_is_named_for_the_shortest_usual_length_its_rest_fits_in() {
+        for (until_end, length) in [
+            (0, 60),
+            (61, 60),
+            (62, 3_600),
+            (3_601, 3_600),
+            (57_540, 86_400),
+            (86_401, 86_400),
+            (86_402, 172_800),
+        ] {
+            assert_eq!(
+                window_length(secs(until_end)),
+                secs(length),
+                "{until_end} s before its end"
+            );
+        }
     }
 
     fn budget(budgets: &Budgets, now: Instant) -> Budget {

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Duration;
 
-use http::header::{DATE, RETRY_AFTER};
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -541,6 +541,10 @@ pub(crate) struct HeadReport {
     pub(crate) quiet: Option<Quiet>,
     /// Seconds the service's clock, as read from `Date`, is ahead of the local one.
     pub(crate) clock_offset: Option<f64>,
+    /// How long the window of `quota` is, as the budgets reckon it; `None` without a quota,
+    /// or for one whose period was over on arrival.
+    #[cfg(feature = "metrics")]
+    pub(crate) window: Option<Duration>,
 }
 
 /// A request admitted to the wire. Until its response head is reported it counts against the
@@ -605,13 +609,13 @@ impl Permit<'_> {
         let shared = self.shared;
         let mut report = None;
         let mut quiet_until = None;
+        #[cfg(feature = "metrics")]
+        let mut length = None;
         let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
-            // Without `Date` the reading is the local clock's own.
-            let clock_offset = headers
-                .contains_key(DATE)
-                .then(|| server.offset(&shared.clock));
+            // Without `Date` the reading is the local clock's own: no offset.
+            let clock_offset = server.offset(&shared.clock);
             let reading = Quota::read(headers, &server);
             let quota = reading.quota();
             let retry_after = if headers.contains_key(RETRY_AFTER) {
@@ -629,6 +633,10 @@ impl Permit<'_> {
                         in_flight: state.wire.in_flight,
                     };
                     state.budgets.report(quota, reset_at, at, own);
+                    #[cfg(feature = "metrics")]
+                    {
+                        length = state.budgets.length_of(quota.reset.timestamp());
+                    }
                     state.remember(quota);
                     if self.store.is_some() && reset_at > at {
                         let window = WindowReport {
@@ -687,6 +695,8 @@ impl Permit<'_> {
             retry_after,
             quiet,
             clock_offset,
+            #[cfg(feature = "metrics")]
+            window: length,
         };
         (head, tell)
     }

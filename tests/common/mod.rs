@@ -295,6 +295,20 @@ pub fn sandbox_client(
     paused_builder(sandbox.base_url(), key, policy)
 }
 
+/// A sandbox whose key `small` has `plan`, and the key's sole user: a client with a
+/// rate-limit state of its own, `Pacing::Sole` and no retries.
+pub async fn sole_user_of(
+    plan: petstore_sandbox::Plan,
+) -> (petstore_sandbox::Sandbox, PetStoreClient) {
+    let sandbox = sandbox_builder().key("small", plan).start().await.unwrap();
+    let client = sandbox_client(&sandbox, "small", RetryPolicy::none())
+        .rate_limit_scope(petstore_client::RateLimitScope::Client)
+        .pacing(petstore_client::Pacing::Sole)
+        .build()
+        .unwrap();
+    (sandbox, client)
+}
+
 /// What a test captured of the `tracing` output of its own thread.
 #[derive(Clone, Default)]
 pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
