@@ -19,7 +19,7 @@ use petstore_sandbox::{Fault, QuotaFields};
 use super::matrix::{CLOCK_START_UNIX, Cell, ClockStep, Expect, PlanChange, Sharing};
 
 /// The most independent instances a world has unless `SIM_MAX_INSTANCES` says otherwise: with
-/// 16 or 32 independent instances on one key, today's client still gets it banned in 99 of the
+/// 16 or 32 independent instances on one key, today's client still gets it banned in 7 of the
 /// 211 such worlds among the first 2,000 seeds (see the README), so the default run stays at 8.
 pub const DEFAULT_MAX_INSTANCES: usize = 8;
 
