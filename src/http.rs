@@ -146,9 +146,11 @@ impl PetStoreClient {
             tally.attempts += u32::from(admitted.is_ok());
             let attempt = tally.attempts;
             let (permit, _) = admitted.map_err(throttled)?;
+            // OpenTelemetry's name: the resends of one request count from 1, and the first
+            // sending has none.
             let span = tracing::debug_span!(
                 "attempt",
-                attempt = i64::from(attempt),
+                http.request.resend_count = (attempt > 1).then(|| i64::from(attempt - 1)),
                 http.response.status_code = tracing::field::Empty
             );
             #[cfg(feature = "metrics")]

@@ -121,7 +121,7 @@
 //! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore_client` span per
 //! call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
 //! `url.path`, `server.address`, `server.port`) with an `attempt` span per request
-//! (`attempt`, `http.response.status_code`), an `INFO` event
+//! (`http.response.status_code`, and `http.request.resend_count` on a resend), an `INFO` event
 //! per retry (reason, delay and its source), `DEBUG` events when the cooldown gate or the quota
 //! pacer holds a request, and one `WARN` per deprecated operation. The API key never appears.
 //!
