@@ -212,3 +212,38 @@ async fn a_call_past_a_spent_window_is_held_until_the_window_ends() {
         "expected the third call held until the minute window ends"
     );
 }
+
+/// A call whose own deadline ends its hold, while it waits for another call's answer that no
+/// timer of its own foretells: the time held is told, not lost with the call.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_deadline_ends_its_hold_tells_the_time_it_was_held() {
+    let sandbox = common::sandbox().await;
+    let client = sandbox_client(&sandbox, sandbox.key(Plan::Pro), RetryPolicy::none())
+        .rate_limit_scope(RateLimitScope::Client)
+        .call_timeout(secs(33.0))
+        .build()
+        .unwrap();
+    cooldown_of_30s(&sandbox, &client).await;
+    // The first request after the cooldown asks alone, and its answer takes 10 s.
+    sandbox.inject(Fault::latency(secs(10.0)).times(1));
+
+    let (probe, behind) = tokio::join!(client.list_pets().send(), client.list_pets().send());
+
+    let (probe, behind) = (probe.unwrap_err(), behind.unwrap_err());
+    assert!(
+        matches!(behind, Error::Throttled(_)),
+        "expected the call behind the probe to be given up at its deadline, got {behind:?}"
+    );
+    assert_eq!(
+        told(behind.call_info().expect("what the call did")),
+        (
+            0,
+            secs(33.0),
+            Some(HoldCause::Queue),
+            Duration::ZERO,
+            secs(33.0)
+        ),
+        "expected no attempt, and 33 s held: 30 s in line, 3 s for the probe's answer"
+    );
+    assert_eq!(probe.call_info().map(CallInfo::attempts), Some(1));
+}
