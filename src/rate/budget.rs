@@ -388,11 +388,21 @@ impl Budgets {
             runs_out: false,
         }; MAX_WINDOWS];
         for (slot, window) in windows.iter_mut().zip(&self.windows) {
-            *slot = WindowLeft {
-                remaining: window.remaining,
-                projected: window.projected(now),
-                reset_at: window.reset_at,
-                runs_out: window.runs_out(now),
+            // A key's only user paces by the answers as they are.
+            *slot = if self.alone {
+                WindowLeft {
+                    remaining: window.remaining,
+                    projected: window.remaining as f64,
+                    reset_at: window.reset_at,
+                    runs_out: false,
+                }
+            } else {
+                WindowLeft {
+                    remaining: window.remaining,
+                    projected: window.projected(now),
+                    reset_at: window.reset_at,
+                    runs_out: window.runs_out(now),
+                }
             };
         }
         Known::Budget(Budget {

@@ -476,7 +476,12 @@ mod tests {
     fn once_others_are_seen_the_budget_is_taken_to_fall_between_answers() {
         let t0 = Instant::now();
         let gate = Gate::default();
-        let known = budgets(29, secs(60), t0);
+        let mut known = Budgets::default();
+        let reset = DateTime::from_timestamp(1_000, 0).unwrap();
+        let own = |sent| Own { sent, in_flight: 1 };
+        known.report(Quota::new(60, 59, reset), t0 + secs(60), t0, own(1));
+        // 30 spent for one request of this process's own: others spend the key.
+        known.report(Quota::new(60, 29, reset), t0 + secs(60), t0, own(2));
         let now = t0 + secs(30);
         let mut view = view(&gate, &known, now);
         view.instances = 1.0;
@@ -487,7 +492,12 @@ mod tests {
             decide(&view, Pacing::Shared, now),
             Decision::Until(last + secs(30).mul_f64(1.0 / 15.5), Hold::Pace)
         );
-        view.alone = true;
+        let alone = budgets(29, secs(60), t0);
+        let mut view = View {
+            known: alone.known(now),
+            alone: alone.alone(),
+            ..view
+        };
         view.wire.in_flight = 1;
         view.confirmed = 1;
         assert_eq!(
