@@ -9,110 +9,19 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use common::Captured;
 use common::matrix::successes_per_window;
+use common::redis_fleet::{
+    KEY, TASKS, WINDOW, assert_safe, config_set, hammer, instance, limited, redis_connection,
+    sandbox,
+};
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
 use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RedisState, RetryPolicy};
 use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
-
-const KEY: &str = "FAKE-fleet-key-not-a-secret";
-const TASKS: usize = 16;
-/// The sandbox's minute window, shortened so that ten pass in a test.
-const WINDOW: Duration = Duration::from_secs(2);
-
-async fn sandbox(per_window: u32, per_day: u32, day: Duration) -> Sandbox {
-    Sandbox::builder()
-        .key(
-            KEY,
-            Plan::Enterprise {
-                per_minute: per_window,
-                per_day,
-            },
-        )
-        .minute_window(WINDOW)
-        .day_window(day)
-        .start()
-        .await
-        .expect("the sandbox starts")
-}
-
-/// An instance of its own, sharing through Redis when given its URL.
-fn instance(sandbox: &Sandbox, i: usize, redis: Option<&str>) -> PetStoreClient {
-    let mut builder = PetStoreClient::builder()
-        .base_url(sandbox.base_url())
-        .api_key(KEY)
-        .user_agent(format!("instance-{i}"))
-        .rate_limit_scope(RateLimitScope::Client);
-    if let Some(url) = redis {
-        builder = builder.shared_state(RedisState::new(url).expect("a Redis URL"));
-    }
-    builder.build().expect("a valid client")
-}
-
-/// What the tasks of a run saw.
-#[derive(Debug, Default)]
-struct Calls {
-    succeeded: usize,
-    failed: BTreeMap<String, usize>,
-    slowest: Duration,
-    /// When each call that returned started, and how long it took.
-    took: Vec<(Instant, Duration)>,
-}
-
-/// `TASKS` tasks per client call back to back until `deadline`; a call cut off by the end of
-/// the run counts for nothing.
-async fn hammer(clients: &[PetStoreClient], deadline: Instant) -> Calls {
-    let mut tasks = Vec::new();
-    for client in clients {
-        for _ in 0..TASKS {
-            let client = client.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut calls = Calls::default();
-                while Instant::now() < deadline {
-                    let start = Instant::now();
-                    let call = client.list_pets().limit(1).send();
-                    let Ok(result) = tokio::time::timeout_at(deadline, call).await else {
-                        break;
-                    };
-                    calls.slowest = calls.slowest.max(start.elapsed());
-                    calls.took.push((start, start.elapsed()));
-                    match result {
-                        Ok(_) => calls.succeeded += 1,
-                        Err(error) => {
-                            *calls.failed.entry(error.to_string()).or_default() += 1;
-                            let pause = match error {
-                                Error::Throttled(held) => held.retry_after(),
-                                _ => WINDOW,
-                            };
-                            tokio::time::sleep(pause.min(WINDOW)).await;
-                        }
-                    }
-                }
-                calls
-            }));
-        }
-    }
-    let mut all = Calls::default();
-    for task in tasks {
-        let calls = task.await.expect("a task of the run");
-        all.succeeded += calls.succeeded;
-        all.slowest = all.slowest.max(calls.slowest);
-        all.took.extend(calls.took);
-        for (error, n) in calls.failed {
-            *all.failed.entry(error).or_default() += n;
-        }
-    }
-    all
-}
-
-fn limited(log: &[LoggedRequest]) -> usize {
-    log.iter().filter(|r| r.status == Some(429)).count()
-}
 
 /// Successes over the full windows, as a share of what they allowed.
 fn goodput(log: &[LoggedRequest], per_window: u32) -> (Vec<u64>, f64) {
@@ -590,15 +499,8 @@ fn a_redis_that_may_evict_the_state_or_hides_its_settings_is_warned_of_once() {
     let redis = RedisServer::start();
     runtime.block_on(async {
         let mut direct = redis_connection(&redis).await;
-        for (name, value) in [("maxmemory", "100mb"), ("maxmemory-policy", "allkeys-lru")] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(name)
-                .arg(value)
-                .query_async(&mut direct)
-                .await
-                .unwrap();
-        }
+        config_set(&mut direct, "maxmemory", "100mb").await;
+        config_set(&mut direct, "maxmemory-policy", "allkeys-lru").await;
         let _: () = redis::cmd("ACL")
             .arg("SETUSER")
             .arg("limited")
@@ -825,18 +727,6 @@ async fn concurrently(client: &PetStoreClient, calls: usize) -> Duration {
     start.elapsed()
 }
 
-/// What a real-clock test asserts, however loaded the machine: no ban, and at most one
-/// request per instance inside any `Retry-After`.
-#[track_caller]
-fn assert_safe(log: &[LoggedRequest], bans: u64) {
-    assert_eq!(bans, 0, "expected no ban of the key");
-    let most = common::matrix::most_in_a_cooldown(log);
-    assert!(
-        most <= 1,
-        "expected at most one request per instance inside a Retry-After, one sent {most}"
-    );
-}
-
 #[test]
 fn calls_go_on_when_redis_is_killed_and_share_again_when_it_is_back() {
     const INSTANCES: usize = 8;
@@ -1008,14 +898,6 @@ fn calls_go_on_when_redis_is_unreachable_or_frozen() {
         !text.contains(KEY),
         "the API key leaked into the logs:\n{text}"
     );
-}
-
-async fn redis_connection(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .expect("a connection to the test's redis-server")
 }
 
 /// How many times scripts ran since the server started, from `INFO commandstats`.

@@ -421,6 +421,8 @@ pub fn capture_into(captured: &Captured, level: tracing::Level) {
 
 pub mod matrix;
 pub mod redis_cluster;
+#[cfg(feature = "redis")]
+pub mod redis_fleet;
 pub mod redis_server;
 pub mod redis_tls;
 pub mod simulation;

@@ -2,6 +2,8 @@
 //! distant server's link would: the real server behind it is slowed, never mocked. Bytes in
 //! flight do not wait for one another, so requests sent together arrive together.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,6 +14,8 @@ use tokio::time::Instant;
 
 pub struct SlowLink {
     port: u16,
+    /// Where each new connection is linked to; existing ones stay where they were.
+    target: Arc<AtomicU16>,
     accept: JoinHandle<()>,
 }
 
@@ -23,25 +27,40 @@ impl SlowLink {
             .await
             .expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
-        let accept = tokio::spawn(async move {
-            while let Ok((near, _)) = listener.accept().await {
-                let Ok(far) = TcpStream::connect(("127.0.0.1", target_port)).await else {
-                    continue;
-                };
-                // Nagle's algorithm would hold small writes for an acknowledgement: the delay
-                // is the link's alone.
-                let _ = (near.set_nodelay(true), far.set_nodelay(true));
-                let (near_read, near_write) = near.into_split();
-                let (far_read, far_write) = far.into_split();
-                tokio::spawn(delayed(near_read, far_write, delay));
-                tokio::spawn(delayed(far_read, near_write, delay));
+        let target = Arc::new(AtomicU16::new(target_port));
+        let accept = tokio::spawn({
+            let target = Arc::clone(&target);
+            async move {
+                while let Ok((near, _)) = listener.accept().await {
+                    let target_port = target.load(Ordering::SeqCst);
+                    let Ok(far) = TcpStream::connect(("127.0.0.1", target_port)).await else {
+                        continue;
+                    };
+                    // Nagle's algorithm would hold small writes for an acknowledgement: the delay
+                    // is the link's alone.
+                    let _ = (near.set_nodelay(true), far.set_nodelay(true));
+                    let (near_read, near_write) = near.into_split();
+                    let (far_read, far_write) = far.into_split();
+                    tokio::spawn(delayed(near_read, far_write, delay));
+                    tokio::spawn(delayed(far_read, near_write, delay));
+                }
             }
         });
-        Self { port, accept }
+        Self {
+            port,
+            target,
+            accept,
+        }
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Links each connection made from now on to `target_port`, as a virtual address moved
+    /// to another server after a failover would.
+    pub fn retarget(&self, target_port: u16) {
+        self.target.store(target_port, Ordering::SeqCst);
     }
 }
 
