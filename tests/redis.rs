@@ -943,3 +943,75 @@ fn arrival_spread(requests: &[LoggedRequest]) -> Duration {
         _ => Duration::ZERO,
     }
 }
+
+/// Found in issue 21's slow-Redis fault runs: a call the process admitted went on asking Redis
+/// while another call of the same process met a 429, and Redis, not told yet, let it go: it
+/// was sent inside the `Retry-After` its own process had just received. Once Redis answers, a
+/// call admitted before the gate last closed joins the line again. Redis is 600 ms away a round
+/// trip; the 429 arrives 1 s after its request, while the second call's admission is on its
+/// way back. On the real clock (a round trip is real I/O); a loaded machine can only move the
+/// second call out of the race, never make a correct client fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_admitted_before_a_429_of_its_own_process_is_not_sent_in_its_retry_after() {
+    use wiremock::matchers::any;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let redis = RedisServer::start();
+    let link = SlowLink::start(redis.port(), Duration::from_millis(300)).await;
+    let server = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "30")
+                .set_delay(Duration::from_secs(1)),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(any())
+        .respond_with(ResponseTemplate::new(200).set_body_raw("[]", "application/json"))
+        .mount(&server)
+        .await;
+    let client = PetStoreClient::builder()
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key(KEY)
+        .rate_limit_scope(RateLimitScope::Client)
+        .retry_policy(RetryPolicy::none())
+        .pacing(Pacing::Off)
+        .shared_state(
+            RedisState::new(&format!("redis://127.0.0.1:{}/", link.port()))
+                .unwrap()
+                .timeout(Duration::from_secs(5)),
+        )
+        .build()
+        .unwrap();
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().send().await }
+    });
+    while server.received_requests().await.unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Its admission reaches Redis 0.3 s later, before the 429's report (at 1.3 s), and its
+    // answer comes back at 1.25 s, after the 429 (at 1 s).
+    tokio::time::sleep(Duration::from_millis(650)).await;
+    let second = tokio::spawn({
+        let client = client.clone();
+        async move { client.list_pets().send().await }
+    });
+    let first = first.await.unwrap();
+    assert!(
+        first
+            .as_ref()
+            .is_err_and(|error| error.status() == Some(http::StatusCode::TOO_MANY_REQUESTS)),
+        "expected the first call to meet the 429, got {first:?}"
+    );
+    // Well past the second call's answer from Redis, well inside the `Retry-After`.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = server.received_requests().await.unwrap().len();
+    second.abort();
+    assert_eq!(
+        sent, 1,
+        "expected nothing more sent inside the 429's Retry-After of 30 s by the process that met it"
+    );
+}

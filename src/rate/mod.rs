@@ -362,7 +362,12 @@ impl RateLimiter {
             state.store.live = verdict.is_some();
             state.store.seen |= state.store.live;
             let answered = permit.answered(&mut state);
+            // A response of this process asked for quiet while the store decided, too late for
+            // the store to have heard of it.
+            let quiet_since = state.gate.generation() != permit.generation;
             match verdict {
+                // Not sent: the call waits out the quiet in line like the others.
+                _ if quiet_since => (None, answered | permit.release(&mut state)),
                 // Without an answer the process's own discipline decides alone.
                 None => (Some(permit), answered),
                 Some(Verdict::Go { probe, admitted }) => {
