@@ -1,6 +1,7 @@
 //! The shared rate-limit state (feature `redis`) under the faults of issue 21's table that
 //! `tests/redis.rs` does not already play: Redis evicting the state under memory pressure, a
-//! restart at once without persistence, and a failover to a replica that lags.
+//! restart at once without persistence, a Redis blocked for a second, and a
+//! failover to a replica that lags.
 //!
 //! Each test runs a fleet against the sandbox and a real `redis-server` on loopback, on the
 //! real clock and a multi-threaded runtime: several instances, each built on its own
@@ -240,6 +241,24 @@ async fn four_instances_go_on_safely_when_redis_restarts_empty() {
     let url = redis.url();
     let run = fleet_under(4, &url, FAULTS, async || redis.restart()).await;
     assert_fault_safe("4 instances, Redis restarted empty", &run);
+}
+
+/// Issue 21: Redis blocked for a second (`DEBUG SLEEP 1`), four times its default timeout,
+/// while the fleet calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_instances_go_on_safely_when_redis_blocks_for_a_second() {
+    let redis = RedisServer::start_with(&["--enable-debug-command", "local"]);
+    let mut direct = redis_connection(&redis).await;
+    let run = fleet_under(4, &redis.url(), FAULTS, async || {
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(1)
+            .query_async(&mut direct)
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_fault_safe("4 instances, DEBUG SLEEP 1", &run);
 }
 
 /// Issue 21: a failover to a replica 0.5 to 1 s behind the master lost what the fleet wrote

@@ -1,7 +1,10 @@
-//! A loopback TCP link that delivers every byte a fixed time after it was sent, each way, as a
-//! distant server's link would: the real server behind it is slowed, never mocked. Bytes in
-//! flight do not wait for one another, so requests sent together arrive together.
+//! A loopback TCP link that delivers every byte some time after it was sent, each way, as a
+//! distant server's link would: the real server behind it is slowed, never mocked. The delay
+//! is fixed, or drawn for each chunk from a range (a congested link); bytes in flight do not
+//! wait for one another, so requests sent together arrive together, and a chunk never
+//! overtakes the one before it.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
@@ -23,6 +26,12 @@ impl SlowLink {
     /// Listens on a free loopback port and links each connection to `target_port` on loopback,
     /// `delay` each way.
     pub async fn start(target_port: u16, delay: Duration) -> Self {
+        Self::start_varying(target_port, delay..=delay).await
+    }
+
+    /// As [`start`](Self::start), each chunk delayed by an amount in `delays`, drawn from a
+    /// fixed sequence, so that a run can be told again.
+    pub async fn start_varying(target_port: u16, delays: RangeInclusive<Duration>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
@@ -41,8 +50,16 @@ impl SlowLink {
                     let _ = (near.set_nodelay(true), far.set_nodelay(true));
                     let (near_read, near_write) = near.into_split();
                     let (far_read, far_write) = far.into_split();
-                    tokio::spawn(delayed(near_read, far_write, delay));
-                    tokio::spawn(delayed(far_read, near_write, delay));
+                    tokio::spawn(delayed(
+                        near_read,
+                        far_write,
+                        Delays::new(delays.clone(), 1),
+                    ));
+                    tokio::spawn(delayed(
+                        far_read,
+                        near_write,
+                        Delays::new(delays.clone(), 2),
+                    ));
                 }
             }
         });
@@ -70,11 +87,36 @@ impl Drop for SlowLink {
     }
 }
 
-/// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes.
+/// Delays drawn uniformly from a range by a xorshift generator with a fixed seed.
+struct Delays {
+    range: RangeInclusive<Duration>,
+    state: u64,
+}
+
+impl Delays {
+    fn new(range: RangeInclusive<Duration>, seed: u64) -> Self {
+        Self {
+            range,
+            state: 0x9E37_79B9_7F4A_7C15 ^ seed,
+        }
+    }
+
+    fn next(&mut self) -> Duration {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let (low, high) = (self.range.start().as_micros(), self.range.end().as_micros());
+        let span = u64::try_from(high - low).unwrap_or(u64::MAX);
+        let micros = low + u128::from(self.state % span.saturating_add(1));
+        Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+}
+
+/// Copies `from` to `to`, each chunk a delay after it was read, until either side closes.
 async fn delayed(
     mut from: impl AsyncReadExt + Unpin,
     mut to: impl AsyncWriteExt + Unpin + Send + 'static,
-    delay: Duration,
+    mut delays: Delays,
 ) {
     let (sender, mut receiver) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let deliver = tokio::spawn(async move {
@@ -88,7 +130,7 @@ async fn delayed(
     let mut buffer = vec![0; 16 * 1024];
     while let Ok(read @ 1..) = from.read(&mut buffer).await {
         if sender
-            .send((Instant::now() + delay, buffer[..read].to_vec()))
+            .send((Instant::now() + delays.next(), buffer[..read].to_vec()))
             .is_err()
         {
             break;
