@@ -325,6 +325,31 @@ async fn absurdly_long_spans_hold_long_rather_than_being_lost() {
     );
 }
 
+/// Found in issue 21's `DEBUG SLEEP` fault runs: while Redis did not answer, an instance
+/// admitted requests on its own; once back, the report of a request Redis admitted lowered the
+/// window only to the service's count, as if the requests admitted after it were counted there
+/// too. The fleet spent 62 in a window of 60.
+#[tokio::test]
+async fn a_report_lowers_an_open_window_net_of_the_admissions_after_its_request() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
+    for n in 2..=5 {
+        assert_eq!(
+            state.admit(&[]).await,
+            [0, 0, n],
+            "expected admission {n} to go"
+        );
+    }
+    // The service counted admissions 1 to 3 and three requests admitted without Redis; 4 and 5
+    // are on their way.
+    state.report("", &[(60, 54, 1_000, 10_000, 3)]).await;
+    assert_eq!(
+        state.window(1_000).await,
+        Some((60, 52)),
+        "expected what the service had left net of the two admitted after the report"
+    );
+}
+
 /// Issue 21: windows were kept by their limit, and never removed: a service whose reported
 /// limit varies left a field per value, every one read and rewritten by each admission.
 #[tokio::test]
