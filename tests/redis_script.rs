@@ -76,6 +76,17 @@ impl State {
         self.call("admit", "", reports).await
     }
 
+    /// Admits the requests numbered `numbers`, each expected to go, not as the probe.
+    async fn admits(&mut self, numbers: std::ops::RangeInclusive<i64>) {
+        for n in numbers {
+            assert_eq!(
+                self.admit(&[]).await,
+                [0, 0, n],
+                "expected admission {n} to go"
+            );
+        }
+    }
+
     async fn report(&mut self, outcome: &str, reports: &[Report]) {
         self.call("report", outcome, reports).await;
     }
@@ -162,13 +173,7 @@ async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent
 async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it() {
     let server = RedisServer::start();
     let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
-    for n in 2..=5 {
-        assert_eq!(
-            state.admit(&[]).await,
-            [0, 0, n],
-            "expected admission {n} to go"
-        );
-    }
+    state.admits(2..=5).await;
     assert_eq!(
         state.window(1_000).await,
         Some((60, 55)),
@@ -333,13 +338,7 @@ async fn absurdly_long_spans_hold_long_rather_than_being_lost() {
 async fn a_report_lowers_an_open_window_net_of_the_admissions_after_its_request() {
     let server = RedisServer::start();
     let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
-    for n in 2..=5 {
-        assert_eq!(
-            state.admit(&[]).await,
-            [0, 0, n],
-            "expected admission {n} to go"
-        );
-    }
+    state.admits(2..=5).await;
     // The service counted admissions 1 to 3 and three requests admitted without Redis; 4 and 5
     // are on their way.
     state.report("", &[(60, 54, 1_000, 10_000, 3)]).await;
@@ -369,13 +368,7 @@ async fn a_limit_that_varies_keeps_one_window_that_is_spent_exactly() {
         fields.len(),
         &fields[..fields.len().min(8)]
     );
-    for n in 2..=11 {
-        assert_eq!(
-            state.admit(&[]).await,
-            [0, 0, n],
-            "expected admission {n} to go"
-        );
-    }
+    state.admits(2..=11).await;
     held(&state.admit(&[]).await, 3, 60_000);
 }
 
