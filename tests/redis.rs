@@ -662,7 +662,8 @@ async fn while_another_instance_probes_one_call_per_instance_asks_again() {
             .arg("1")
             .arg(2_000)
             .arg(outcome)
-            .arg("1");
+            .arg("1")
+            .arg(0);
         let mut connection = connection.clone();
         async move {
             let reply: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();

@@ -368,8 +368,14 @@ impl RateLimiter {
             match verdict {
                 // Not sent: the call waits out the quiet in line like the others.
                 _ if quiet_since => (None, answered | permit.release(&mut state)),
-                // Without an answer the process's own discipline decides alone.
-                None => (Some(permit), answered),
+                // Without an answer the process's own discipline decides alone, and the fleet
+                // hears of the request later.
+                None => {
+                    if metered {
+                        link.store.admitted_here(&link.name);
+                    }
+                    (Some(permit), answered)
+                }
                 Some(Verdict::Go { probe, admitted }) => {
                     permit.store_probe = probe;
                     permit.admitted = admitted;

@@ -10,16 +10,18 @@
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
 -- ARGV[5]  '1' if this instance has seen the state before, '0' if not
--- ARGV[6..] the windows reported, five values each: limit, remaining, period (the service's
+-- ARGV[6]  how many requests this instance sent without an admission here (while Redis did not
+--          answer it): spent from every window open
+-- ARGV[7..] the windows reported, five values each: limit, remaining, period (the service's
 --          reset, unix seconds), ms until the period ends, and the admission number of the
 --          request answered (0 if it was not admitted here)
 --
--- A report says what the service had left when that request arrived; the requests admitted
--- after it are taken off, since they went out after it and may not be counted yet. It opens a
--- window (a period not known yet: a new one, or one of a window the headers did not show
--- before), or lowers an open one, which counts every admission itself, to what the service
--- counted and this state did not admit: an instance's while Redis did not answer it, a client
--- without Redis. A report never raises a window.
+-- A report says what the service had left when that request arrived. When it opens a window
+-- (a period not known yet: a new one, or one of a window the headers did not show before), the
+-- requests admitted after it are taken off, since they went out after it and may not be
+-- counted yet. A window already open counts every admission itself, and a report only ever
+-- lowers it (spending the store did not see: an instance while Redis was down, a client
+-- without it).
 --
 -- Windows are told apart by their period, never by their limit: a minute and a day may share
 -- one, and a service may report another limit with each answer. At most MAX_WINDOWS are kept,
@@ -108,7 +110,14 @@ for _, w in ipairs(windows) do
 end
 windows = open
 
-for i = 6, #ARGV - 4, 5 do
+-- The service counted them, whichever of its periods they fell in: taken off every window open,
+-- before the reports, which may count them already (a report only ever lowers a window).
+local admitted_here = clamp(ARGV[6], 0, MOST)
+for _, w in ipairs(windows) do
+  w.left = w.left - admitted_here
+end
+
+for i = 7, #ARGV - 4, 5 do
   local limit = clamp(ARGV[i], 0, MOST)
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
@@ -126,16 +135,15 @@ for i = 6, #ARGV - 4, 5 do
         found = w
       end
     end
-    -- The admissions after the one answered went out after it, and may not be counted yet.
-    if admitted > 0 and admitted <= seq then
-      left = left - (seq - admitted)
-    end
     if found then
-      -- Answers arrive out of order: the lowest report wins.
+      -- Answers arrive out of order: the lowest report wins, never a higher one.
       found.limit = math.min(found.limit, limit)
       found.left = math.min(found.left, left)
       found.ends = math.max(found.ends, now + ends_in)
     else
+      if admitted > 0 and admitted <= seq then
+        left = left - (seq - admitted)
+      end
       if #windows == MAX_WINDOWS then
         -- The window that ends first has the least to say about what is left.
         local first = 1

@@ -18,9 +18,7 @@ use url::Url;
 use super::identity::service;
 use super::lock;
 use super::pacer::Hold;
-use super::store::{
-    Admission, BoxFuture, Outcome, PROBE_FOR, SharedStore, Store, Verdict, WindowReport,
-};
+use super::store::{Admission, BoxFuture, News, Outcome, PROBE_FOR, SharedStore, Store, Verdict};
 
 /// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
 /// Cluster hash tag: a key's slot is the tag's, so that keys a later version adds beside the
@@ -190,8 +188,7 @@ impl RedisStore {
         mode: &str,
         metered: bool,
         seen: bool,
-        reports: &[WindowReport],
-        outcome: Outcome,
+        news: News<'_>,
     ) -> Result<Vec<i64>, String> {
         let mut connection = self.connection().await?;
         let now = Instant::now();
@@ -200,14 +197,16 @@ impl RedisStore {
             .arg(mode)
             .arg(if metered { "1" } else { "0" })
             .arg(millis(PROBE_FOR));
-        match outcome {
+        match news.outcome {
             Outcome::Nothing => invocation.arg(""),
             Outcome::Normal => invocation.arg("ok"),
             // At least 1 ms: 0 would read as no quiet at all.
             Outcome::Quiet(wait) => invocation.arg(millis(wait).max(1)),
         };
-        invocation.arg(if seen { "1" } else { "0" });
-        for report in reports {
+        invocation
+            .arg(if seen { "1" } else { "0" })
+            .arg(news.admitted_here);
+        for report in news.reports {
             // Rounded down: the store places the end no later than this process does.
             let ends_in = report.ends_at.saturating_duration_since(now);
             invocation
@@ -311,8 +310,7 @@ impl Store for RedisStore {
                     "admit",
                     admission.metered,
                     admission.seen,
-                    admission.reports,
-                    admission.outcome,
+                    admission.news,
                 )
                 .await?;
             let unexpected = || format!("unexpected reply from the script: {reply:?}");
@@ -335,17 +333,11 @@ impl Store for RedisStore {
         })
     }
 
-    fn report<'a>(
-        &'a self,
-        name: &'a str,
-        reports: &'a [WindowReport],
-        outcome: Outcome,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             // A report answers a request some instance was admitted for: a state missing then
             // was lost.
-            self.run(name, "report", true, true, reports, outcome)
-                .await?;
+            self.run(name, "report", true, true, news).await?;
             Ok(())
         })
     }

@@ -107,6 +107,9 @@ pub(crate) struct Unsent {
     /// A response came without quiet (a probe is over); it matters until then, when the probe
     /// would have expired anyway.
     normal_until: Option<Instant>,
+    /// Requests this process sent without the store's admission, while it did not answer: the
+    /// service counts them, and the fleet's budgets must too.
+    admitted_here: u64,
 }
 
 impl Unsent {
@@ -153,6 +156,7 @@ impl Unsent {
         for report in other.windows {
             self.queue(report);
         }
+        self.admitted_here = self.admitted_here.saturating_add(other.admitted_here);
         self.quiet_until = self.quiet_until.max(other.quiet_until);
         self.normal_until = self.normal_until.max(other.normal_until);
     }
@@ -164,6 +168,15 @@ impl Unsent {
             (Some(until), _) => Outcome::Quiet(until.saturating_duration_since(now)),
             (None, Some(_)) => Outcome::Normal,
             (None, None) => Outcome::Nothing,
+        }
+    }
+
+    /// What to tell the store at `now`.
+    fn news(&self, now: Instant) -> News<'_> {
+        News {
+            reports: &self.windows,
+            outcome: self.outcome(now),
+            admitted_here: self.admitted_here,
         }
     }
 
@@ -257,14 +270,22 @@ impl Drop for Retrying<'_> {
     }
 }
 
+/// What an instance tells the store: applied before anything else it asks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct News<'a> {
+    /// Reports not yet sent.
+    pub(crate) reports: &'a [WindowReport],
+    /// What a response not yet told asked of every instance.
+    pub(crate) outcome: Outcome,
+    /// Requests sent without the store's admission, to be spent from the window budgets.
+    pub(crate) admitted_here: u64,
+}
+
 /// One admission as the store receives it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Admission<'a> {
-    /// Reports not yet sent, applied before the request is admitted.
-    pub(crate) reports: &'a [WindowReport],
-    /// What a response not yet told asked of every instance, applied before the request is
-    /// admitted.
-    pub(crate) outcome: Outcome,
+    /// What the store has yet to hear.
+    pub(crate) news: News<'a>,
     /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
     /// service that does not meter the key).
     pub(crate) metered: bool,
@@ -278,21 +299,16 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
     fn name(&self, base_url: &Url, api_key: &str) -> String;
 
-    /// Applies `admission.reports`, then spends one request from every window of the
-    /// current period, or says how long to hold it.
+    /// Applies `admission.news`, then spends one request from every window of the current
+    /// period, or says how long to hold it.
     fn admit<'a>(
         &'a self,
         name: &'a str,
         admission: Admission<'a>,
     ) -> BoxFuture<'a, Result<Verdict, String>>;
 
-    /// Applies `reports` and what the response asked for.
-    fn report<'a>(
-        &'a self,
-        name: &'a str,
-        reports: &'a [WindowReport],
-        outcome: Outcome,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    /// Applies `news`.
+    fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// A store, with its timeout, its health and the reports that wait for it, shared by every
@@ -354,14 +370,24 @@ impl SharedStore {
         lock(&self.outbox).put(name, unsent, now);
     }
 
+    /// Keeps note that a request of `name` was sent without the store's admission, to be
+    /// spent from the fleet's budgets with the next admission.
+    pub(crate) fn admitted_here(&self, name: &str) {
+        let now = Instant::now();
+        let unsent = Unsent {
+            admitted_here: 1,
+            ..Unsent::default()
+        };
+        lock(&self.outbox).put(name, unsent, now);
+    }
+
     /// The fleet's verdict, or `None` when the store cannot give one in time: the request
     /// then goes by the process's own discipline alone. What waits to be told of `name` goes
     /// along, and waits on unless the store answers.
     pub(crate) async fn admit(&self, name: &str, metered: bool, seen: bool) -> Option<Verdict> {
         let mut taken = Taken::new(&self.outbox, name);
         let admission = Admission {
-            reports: &taken.unsent.windows,
-            outcome: taken.unsent.outcome(Instant::now()),
+            news: taken.unsent.news(Instant::now()),
             metered,
             seen,
         };
@@ -426,8 +452,7 @@ impl SharedStore {
             taken.delivered = true;
             return true;
         }
-        let outcome = taken.unsent.outcome(now);
-        let sent = self.store.report(name, &taken.unsent.windows, outcome);
+        let sent = self.store.report(name, taken.unsent.news(now));
         taken.delivered = self.guarded(sent).await.is_some();
         taken.delivered
     }
