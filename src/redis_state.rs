@@ -245,8 +245,11 @@ impl RedisState {
         }
     }
 
-    /// How long any Redis operation may take before it is given up on and the call goes on
-    /// without it; 250 ms by default. Keep it well under the service's response time.
+    /// How long a Redis operation may take before it is given up on and the call goes on
+    /// without it; 250 ms by default. Keep it well under the service's response time. A Redis
+    /// seen to answer slower is waited for longer, as TCP waits for an acknowledgement: its
+    /// smoothed round trip and four times the variation, doubled after each late answer, at
+    /// most eight times this.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
         Self {

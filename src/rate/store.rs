@@ -324,6 +324,47 @@ pub(crate) struct SharedStore {
 struct Health {
     /// The store failed and has not answered since; tried again from then on.
     down: Option<Instant>,
+    /// The smoothed round trip of the store's answers and its variation (RFC 6298).
+    round_trip: Option<(Duration, Duration)>,
+    /// Operations in a row that the store did not answer in time.
+    timeouts: u32,
+}
+
+/// The most a store that answers slower than its timeout is waited for, as a multiple of it.
+const MOST_STRETCH: u32 = 8;
+
+impl Health {
+    /// How long an operation may take: `timeout`, or longer for a store seen to answer
+    /// slower (its round trip and four times its variation, as TCP waits for an
+    /// acknowledgement), doubled with each operation in a row it did not answer in time, at
+    /// most `MOST_STRETCH` times `timeout`. A slow store is waited for, and so stays exact,
+    /// rather than given up on for a second at a time.
+    fn timeout(&self, timeout: Duration) -> Duration {
+        let expected = self
+            .round_trip
+            .map_or(timeout, |(smoothed, variation)| smoothed + variation * 4);
+        let most = timeout * MOST_STRETCH;
+        expected
+            .max(timeout)
+            .min(most)
+            .saturating_mul(1 << self.timeouts.min(MOST_STRETCH.ilog2()))
+            .min(most)
+    }
+
+    /// The store answered in `round_trip`.
+    fn answered(&mut self, round_trip: Duration) {
+        self.timeouts = 0;
+        self.round_trip = Some(match self.round_trip {
+            None => (round_trip, round_trip / 2),
+            Some((smoothed, variation)) => {
+                let deviation = smoothed.abs_diff(round_trip);
+                (
+                    (smoothed * 7 + round_trip) / 8,
+                    (variation * 3 + deviation) / 4,
+                )
+            }
+        });
+    }
 }
 
 impl fmt::Debug for SharedStore {
@@ -459,19 +500,21 @@ impl SharedStore {
 
     async fn guarded<T>(&self, operation: BoxFuture<'_, Result<T, String>>) -> Option<T> {
         let now = Instant::now();
-        {
+        let timeout = {
             let health = lock(&self.health);
             if health.down.is_some_and(|next_try| now < next_try) {
                 return None;
             }
-        }
-        let result = match tokio::time::timeout(self.timeout, operation).await {
-            Ok(result) => result,
-            Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+            health.timeout(self.timeout)
+        };
+        let (result, timed_out) = match tokio::time::timeout(timeout, operation).await {
+            Ok(result) => (result, false),
+            Err(_) => (Err(format!("no answer within {timeout:?}")), true),
         };
         let mut health = lock(&self.health);
         match result {
             Ok(value) => {
+                health.answered(now.elapsed());
                 if health.down.take().is_some() {
                     tracing::info!(
                         "the shared rate-limit state answers again: instances share the budget \
@@ -481,6 +524,17 @@ impl SharedStore {
                 Some(value)
             }
             Err(error) => {
+                if timed_out {
+                    health.timeouts = health.timeouts.saturating_add(1);
+                    // A store that has answered, late this once, is tried again by the next
+                    // operation with twice the time; it is given up on for a while only when
+                    // it is late again.
+                    if health.timeouts == 1 && health.round_trip.is_some() {
+                        drop(health);
+                        tracing::debug!(%error, "the shared rate-limit state answered late");
+                        return None;
+                    }
+                }
                 let first = health.down.is_none();
                 health.down = Some(Instant::now() + RETRY_EVERY);
                 drop(health);
@@ -553,6 +607,35 @@ mod tests {
             outbox.unsent["state-70"].quiet_until,
             Some(now + Duration::from_secs(71)),
             "the longest quiet of a state is kept"
+        );
+    }
+
+    #[test]
+    fn a_store_that_answers_slower_than_its_timeout_is_waited_for_up_to_eight_times_it() {
+        let ms = Duration::from_millis;
+        let timeout = ms(250);
+        let mut health = Health::default();
+        assert_eq!(health.timeout(timeout), timeout);
+        let mut doubled = Vec::new();
+        for _ in 0..4 {
+            health.timeouts += 1;
+            doubled.push(health.timeout(timeout));
+        }
+        assert_eq!(doubled, [ms(500), ms(1_000), ms(2_000), ms(2_000)]);
+        // Answers of 400 ms: waited for as TCP would, their round trip and four times its
+        // variation.
+        health.answered(ms(400));
+        assert_eq!(health.timeouts, 0);
+        assert_eq!(health.timeout(timeout), ms(1_200));
+        // A store that answers fast again is given up on after the timeout again.
+        for _ in 0..40 {
+            health.answered(ms(1));
+        }
+        assert_eq!(health.timeout(timeout), timeout);
+        health.answered(ms(300));
+        assert!(
+            health.timeout(timeout) > ms(300),
+            "expected a round trip that took longer than usual to stretch the timeout past it"
         );
     }
 
