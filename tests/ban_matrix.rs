@@ -58,6 +58,9 @@ const ONE_CELL_TESTS: &[&str] = &[
     THIRTY_TWO_INSTANCES,
     HALF_THE_ANSWERS_LATE,
     A_DAY_THAT_BINDS,
+    RESET_IN_SECONDS,
+    A_BACKEND_AHEAD_OF_THE_END,
+    OTHERS_WAITING_THEIR_TURN,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -84,6 +87,12 @@ const THIRTY_TWO_INSTANCES: &str = "32 independent instances, 4 tasks each";
 const HALF_THE_ANSWERS_LATE: &str =
     "32 independent instances, half the answers 382 ms late, 2 s windows";
 const A_DAY_THAT_BINDS: &str = "32 independent instances, a day of 160 that binds over 96 a minute";
+const RESET_IN_SECONDS: &str =
+    "32 independent instances, the reset in seconds from now, 2 s windows";
+const A_BACKEND_AHEAD_OF_THE_END: &str =
+    "32 independent instances, backends 1 s behind and 2 s ahead, 2 s windows";
+const OTHERS_WAITING_THEIR_TURN: &str =
+    "16 independent instances started 737 ms apart, a day of 192 over 160 a half-minute";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -147,6 +156,21 @@ async fn thirty_two_independent_instances_with_half_the_answers_late() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_under_a_day_that_binds() {
     check([cell(A_DAY_THAT_BINDS)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_with_the_reset_in_seconds_from_now() {
+    check([cell(RESET_IN_SECONDS)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_with_a_backend_ahead_of_the_windows_end() {
+    check([cell(A_BACKEND_AHEAD_OF_THE_END)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_staggered_instances_while_the_others_wait_their_turn() {
+    check([cell(OTHERS_WAITING_THEIR_TURN)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

@@ -1,8 +1,9 @@
 //! The budgets of the service's rate-limit windows, as responses report them.
 //!
 //! The headers show whichever window binds (a minute, a day), so the budgets are kept per
-//! window period, told apart by the end its reset names: never by the limit, which a minute
-//! and a day may share. Nothing is assumed about a period no response has reported: once a
+//! window period, told apart by the end its reset names (to within the second by which a
+//! reset in seconds from now can place it): never by the limit, which a minute and a day may
+//! share. Nothing is assumed about a period no response has reported: once a
 //! window's reset has passed, its budget is unknown until a later response reports again.
 
 use std::time::Duration;
@@ -27,6 +28,9 @@ const ALONE_AGAIN_AFTER: u32 = 8;
 /// How far past a window's end a 429 of that window can hold the key: the service rounds its
 /// `Retry-After` up to whole seconds.
 const RETRY_AFTER_ROUNDING: Duration = Duration::from_secs(1);
+
+/// By how many seconds answers of one period can disagree on its end (see [`Window::names`]).
+const RESET_ROUNDING: u64 = 1;
 
 /// The share of a window's limit kept from a burst while the window ends within
 /// [`RESERVE_WITHIN`]: one part in this many, a fifth. A process alone on its key that spent a
@@ -61,6 +65,9 @@ pub(crate) struct Budgets {
     alone: bool,
     /// Reports in a row whose fall this process's own requests explain.
     explained_in_a_row: u32,
+    /// The end of the latest period others were seen spending: until then they may be only
+    /// waiting their turn.
+    others_until: Option<Instant>,
     /// Some window was reported before: a period first reported now began while this
     /// process was watching, so what was spent of it before its first answer was spent by
     /// others.
@@ -91,12 +98,24 @@ struct Window {
     first_own: Own,
     /// When the latest report arrived.
     last_at: Instant,
+    /// How many instances its first report showed spending it as it began: each instance
+    /// sends a request as a period begins, then waits its turn, so the falls later answers
+    /// show between this process's requests may hide them.
+    began_with: f64,
     /// How long the window is, as reckoned at its first report (see [`window_length`]).
     #[cfg(feature = "metrics")]
     length: Duration,
 }
 
 impl Window {
+    /// Whether a report whose period ends at `reset` (unix seconds) reports this period. A
+    /// reset given in seconds from now is counted from the service's clock read to the
+    /// millisecond and rounded up, so answers of one period name its end a second apart.
+    /// Periods of a window a second long would read as one: more careful, never less.
+    fn names(&self, reset: i64) -> bool {
+        self.reset.abs_diff(reset) <= RESET_ROUNDING
+    }
+
     /// The budget spent per second since the first report, by every instance; 0 until a
     /// later report shows it.
     fn falling(&self) -> f64 {
@@ -197,6 +216,7 @@ impl Default for Budgets {
             instances: 1.0,
             alone: true,
             explained_in_a_row: 0,
+            others_until: None,
             watched: false,
             without_quota: 0,
         }
@@ -208,16 +228,18 @@ impl Budgets {
     /// `reset_at`, when this process's own requests stood at `own`.
     pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
         self.without_quota = 0;
-        if reset_at <= at {
-            // A period that was over when the answer arrived says nothing about the next.
+        let reset = quota.reset.timestamp();
+        // A period that was over when the answer arrived says nothing about the next. One
+        // this process keeps is still counting, though its `Date` says over: a backend whose
+        // clock runs ahead of the limiter's dated it, and what it spent is this period's.
+        if reset_at <= at && !self.windows.iter().any(|w| w.names(reset)) {
             return;
         }
         let watched = std::mem::replace(&mut self.watched, true);
-        // Any window whose period had ended is resolved: the headers show the window that
-        // binds, so one not shown has at least this much left.
-        self.windows.retain(|w| w.reset_at > at);
-        let reset = quota.reset.timestamp();
-        match self.windows.iter_mut().find(|w| w.reset == reset) {
+        // Any other window whose period had ended is resolved: the headers show the window
+        // that binds, so one not shown has at least this much left.
+        self.windows.retain(|w| w.reset_at > at || w.names(reset));
+        match self.windows.iter_mut().find(|w| w.names(reset)) {
             Some(window) => {
                 // Placed from every `Date` seen, never earlier than any of them says: a
                 // backend whose clock runs ahead cannot bring the end forward.
@@ -237,15 +259,20 @@ impl Budgets {
                     .saturating_add(window.first_own.in_flight.saturating_sub(1));
                 let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
                 let answered = f64::from(window.reports - 1);
-                self.instances = (others_and_own / answered).clamp(1.0, MAX_INSTANCES);
-                // Others who spent the key once may only be waiting their turn: alone again
-                // only after many falls in a row that this process's requests explain.
+                self.instances = (others_and_own / answered)
+                    .max(window.began_with)
+                    .clamp(1.0, MAX_INSTANCES);
+                // Others who spent the key once may only be waiting their turn, which can
+                // come as late as the end of the period they were seen in: alone again only
+                // after it, and after many falls in a row that this process's requests
+                // explain.
+                let until = window.reset_at;
                 if fallen > own_most {
-                    self.alone = false;
-                    self.explained_in_a_row = 0;
+                    self.others_seen(until);
                 } else {
                     self.explained_in_a_row = self.explained_in_a_row.saturating_add(1);
-                    self.alone |= self.explained_in_a_row >= ALONE_AGAIN_AFTER;
+                    let waited = self.others_until.is_none_or(|until| at >= until);
+                    self.alone |= waited && self.explained_in_a_row >= ALONE_AGAIN_AFTER;
                 }
                 if self.alone {
                     self.instances = 1.0;
@@ -262,21 +289,6 @@ impl Budgets {
                         .map_or(0, |(i, _)| i);
                     self.windows.remove(first);
                 }
-                self.windows.push(Window {
-                    limit: quota.limit,
-                    reset,
-                    reset_at,
-                    remaining: quota.remaining,
-                    highest: quota.remaining,
-                    lowest: quota.remaining,
-                    reports: 1,
-                    first: quota.remaining,
-                    first_at: at,
-                    last_at: at,
-                    first_own: own,
-                    #[cfg(feature = "metrics")]
-                    length: window_length(reset_at.saturating_duration_since(at)),
-                });
                 // Spent before this process's first answer of the period, beyond what its
                 // own requests on the wire explain.
                 let spent_before = quota.limit.saturating_sub(quota.remaining);
@@ -294,14 +306,37 @@ impl Budgets {
                     quota.remaining <= quota.limit / RESERVE_SHARE
                         && reset_at.saturating_duration_since(at) <= RESERVE_WITHIN
                 };
+                let mut began_with = 1.0;
                 if spent_before > own_most && others_at_start {
-                    self.alone = false;
-                    self.explained_in_a_row = 0;
-                    let others_and_own = spent_before as f64 / own_most as f64;
-                    self.instances = self.instances.max(others_and_own).clamp(1.0, MAX_INSTANCES);
+                    self.others_seen(reset_at);
+                    began_with = spent_before as f64 / own_most as f64;
+                    self.instances = self.instances.max(began_with).clamp(1.0, MAX_INSTANCES);
                 }
+                self.windows.push(Window {
+                    limit: quota.limit,
+                    reset,
+                    reset_at,
+                    remaining: quota.remaining,
+                    highest: quota.remaining,
+                    lowest: quota.remaining,
+                    reports: 1,
+                    first: quota.remaining,
+                    first_at: at,
+                    last_at: at,
+                    first_own: own,
+                    began_with,
+                    #[cfg(feature = "metrics")]
+                    length: window_length(reset_at.saturating_duration_since(at)),
+                });
             }
         }
+    }
+
+    /// Others are seen spending a period that ends at `until`.
+    fn others_seen(&mut self, until: Instant) {
+        self.alone = false;
+        self.explained_in_a_row = 0;
+        self.others_until = Some(self.others_until.map_or(until, |seen| seen.max(until)));
     }
 
     /// Every report so far is explained by this process's own requests: no other instance is
@@ -348,7 +383,7 @@ impl Budgets {
     pub(crate) fn length_of(&self, reset: i64) -> Option<Duration> {
         self.windows
             .iter()
-            .find(|w| w.reset == reset)
+            .find(|w| w.names(reset))
             .map(|w| w.length)
     }
 
@@ -669,6 +704,80 @@ mod tests {
 
     fn own(sent: u64, in_flight: u64) -> Own {
         Own { sent, in_flight }
+    }
+
+    /// Found by the simulation explorer (seed 832, 32 instances): a reset given in seconds
+    /// from now, read in mid-second, named the period's end a second later than the answers
+    /// before it, and the process took the rest of the period for a new one it was alone in.
+    #[test]
+    fn answers_that_place_a_periods_end_a_second_apart_report_one_period() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 60, 1_000), t0 + secs(2), t0, own(1, 1));
+        let mid_second = t0 + Duration::from_millis(600);
+        budgets.report(quota(96, 30, 1_001), t0 + secs(3), mid_second, own(2, 1));
+        let known = budget(&budgets, mid_second);
+        assert_eq!((known.remaining, known.windows().len()), (30, 1));
+        assert!(
+            !budgets.alone(),
+            "expected a fall of 30 for one request of its own to show others"
+        );
+    }
+
+    /// Found by the simulation explorer (seed 1916, 32 instances): a backend ahead of the
+    /// limiter's clock dated answers after the end of a period the limiter still counted, and
+    /// the fall they showed was ignored with them.
+    #[test]
+    fn an_answer_dated_after_a_kept_periods_end_still_reports_it() {
+        let t0 = Instant::now();
+        let end = t0 + secs(3);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 75, 1_000), end, t0, own(1, 1));
+        // Over on arrival by its `Date`, so placed at once: the end stays where it was.
+        budgets.report(quota(96, 52, 1_000), t0, t0, own(2, 1));
+        let known = budget(&budgets, t0);
+        assert_eq!((known.remaining, known.windows()[0].reset_at), (52, end));
+        assert!(!budgets.alone());
+        let mut fresh = Budgets::default();
+        fresh.report(quota(96, 52, 1_000), t0, t0, own(1, 1));
+        assert_eq!(
+            fresh.known(t0),
+            Known::Unknown,
+            "a period no answer placed before says nothing when over on arrival"
+        );
+    }
+
+    /// Found by the simulation explorer (seed 1697, 16 instances started apart): a process
+    /// saw 15 others' first requests of a period, then only falls its own requests explained
+    /// while the others waited their turn, and took itself for one of one, then for alone.
+    #[test]
+    fn others_seen_as_a_period_begins_are_counted_and_waited_for_until_it_ends() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        budgets.report(quota(160, 100, 970), t0 + secs(1), t0, own(1, 1));
+        let (begun, end) = (t0 + secs(2), t0 + secs(31));
+        budgets.report(quota(160, 144, 1_000), end, begun, own(2, 1));
+        assert_eq!(budgets.instances(), 16.0);
+        for sent in 3..20 {
+            let (left, at) = (144 - (sent - 2), begun + secs(sent));
+            budgets.report(quota(160, left, 1_000), end, at, own(sent, 1));
+        }
+        assert!(!budgets.alone(), "expected the others to be waited for");
+        assert_eq!(
+            budgets.instances(),
+            16.0,
+            "expected the others that began the period to stay counted in it"
+        );
+        let next = end + secs(1);
+        for sent in 20..30 {
+            let left = 160 - (sent - 19);
+            let at = next + Duration::from_millis(sent);
+            budgets.report(quota(160, left, 1_030), end + secs(30), at, own(sent, 1));
+        }
+        assert!(
+            budgets.alone(),
+            "expected a later period whose falls its own requests explain to be its own"
+        );
     }
 
     #[test]

@@ -295,6 +295,62 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer (seed 832 with `SIM_MAX_INSTANCES=32`): the IETF
+    // fields give the reset in seconds from now, and an answer that came in mid-second (the
+    // one after the 503) named the window's end a second later than the answers before it:
+    // a new period, in which the instance took itself to be alone and spent the key.
+    cells.push(Cell {
+        tasks: 1,
+        per_minute: 96,
+        minute: 2,
+        windows: 4,
+        quota_fields: QuotaFields::Ietf,
+        faults: vec![Fault::status(503).times(1)],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, the reset in seconds from now, 2 s windows",
+            32,
+        )
+    });
+    // Found by the simulation explorer (seed 1916 with `SIM_MAX_INSTANCES=32`): a backend 2 s
+    // ahead of the limiter dated its answers after the window's end, and each was ignored as
+    // a period over on arrival, the fall it showed too: instances took themselves to be alone.
+    cells.push(Cell {
+        tasks: 1,
+        per_minute: 96,
+        minute: 2,
+        windows: 3,
+        offset: -134,
+        backends: vec![-1, 2],
+        faults: vec![Fault::latency(Duration::from_millis(1)).fraction(0.5)],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, backends 1 s behind and 2 s ahead, 2 s windows",
+            32,
+        )
+    });
+    // Found by the simulation explorer (seed 1697 with `SIM_MAX_INSTANCES=32`): an instance
+    // that saw the others' first requests of a period took itself, by the falls its own next
+    // answers showed while the others waited their turn, for one of one, then for alone,
+    // and spent the period down to its reserve; the others' turns came to a spent window.
+    cells.push(Cell {
+        tasks: 4,
+        per_minute: 160,
+        minute: 30,
+        windows: 4,
+        per_day: 192,
+        day: 60,
+        quota_fields: QuotaFields::Ietf,
+        start_gap: Duration::from_millis(737),
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "16 independent instances started 737 ms apart, a day of 192 over 160 a half-minute",
+            16,
+        )
+    });
     cells
 }
 
