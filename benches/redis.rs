@@ -174,27 +174,17 @@ fn paired_concurrent(
 ) {
     let runs_before = rt.block_on(script_runs(redis));
     let (mut total_without, mut total_with) = (Duration::ZERO, Duration::ZERO);
-    let mut ratios: Vec<f64> = (0..rounds)
-        .map(|round| {
-            let order = if round % 2 == 0 {
-                [true, false, false, true]
-            } else {
-                [false, true, true, false]
-            };
-            let (mut with, mut without) = (Duration::ZERO, Duration::ZERO);
-            for redis in order {
-                if redis {
-                    with += concurrent_batch(rt, &sides.with, call, CALLS_PER_TASK);
-                } else {
-                    without += concurrent_batch(rt, &sides.without, call, CALLS_PER_TASK);
-                }
-            }
-            total_with += with;
-            total_without += without;
-            with.as_secs_f64() / without.as_secs_f64()
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
+    let ratios = abba(rounds, |redis| {
+        if redis {
+            let took = concurrent_batch(rt, &sides.with, call, CALLS_PER_TASK);
+            total_with += took;
+            took
+        } else {
+            let took = concurrent_batch(rt, &sides.without, call, CALLS_PER_TASK);
+            total_without += took;
+            took
+        }
+    });
     let calls = rounds * 2 * CONCURRENT * CALLS_PER_TASK;
     let runs = rt.block_on(script_runs(redis)) - runs_before;
     let per_call = |total: Duration| micros(total / calls as u32);
@@ -236,9 +226,9 @@ fn micros(duration: Duration) -> String {
     format!("{:.1} µs", duration.as_secs_f64() * 1e6)
 }
 
-/// The two sides alternate (ABBA) `rounds` times; one summary line.
-fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
-    let (mut without, mut with) = (Vec::new(), Vec::new());
+/// The two sides alternate (ABBA) `rounds` times, each turn a batch that `side` runs with
+/// Redis or without and times: each round's ratio of the two, sorted.
+fn abba(rounds: usize, mut side: impl FnMut(bool) -> Duration) -> Vec<f64> {
     let mut ratios: Vec<f64> = (0..rounds)
         .map(|round| {
             let order = if round % 2 == 0 {
@@ -246,18 +236,31 @@ fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
             } else {
                 [false, true, true, false]
             };
-            let (mut total_with, mut total_without) = (Duration::ZERO, Duration::ZERO);
+            let (mut with, mut without) = (Duration::ZERO, Duration::ZERO);
             for redis in order {
                 if redis {
-                    total_with += batch(rt, &sides.with, call, CALLS_PER_BATCH, &mut with);
+                    with += side(true);
                 } else {
-                    total_without += batch(rt, &sides.without, call, CALLS_PER_BATCH, &mut without);
+                    without += side(false);
                 }
             }
-            total_with.as_secs_f64() / total_without.as_secs_f64()
+            with.as_secs_f64() / without.as_secs_f64()
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
+    ratios
+}
+
+/// The two sides alternate (ABBA) `rounds` times; one summary line.
+fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let ratios = abba(rounds, |redis| {
+        if redis {
+            batch(rt, &sides.with, call, CALLS_PER_BATCH, &mut with)
+        } else {
+            batch(rt, &sides.without, call, CALLS_PER_BATCH, &mut without)
+        }
+    });
     let (mut without, mut with) = (Latencies(without), Latencies(with));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     let (without_median, with_median) = (without.median(), with.median());
