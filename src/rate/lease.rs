@@ -19,8 +19,8 @@ use tokio::time::Instant;
 /// this often.
 pub(crate) const LEASE_FOR: Duration = Duration::from_millis(100);
 
-/// The most requests one lease asks for: a bound on what a process that stops calling, or is
-/// cancelled while its lease is granted, leaves unspent until the window ends.
+/// The most requests one lease asks for: a bound on what a call cancelled while its lease is
+/// granted leaves unspent until the window ends.
 const LARGEST: u64 = 1_024;
 
 /// What the store granted with an admission.
