@@ -556,3 +556,27 @@ async fn what_a_lease_did_not_spend_goes_back_to_its_open_windows() {
         "expected nothing back from a lease of a lost state"
     );
 }
+
+/// Issue 21, item 6: a window spent because its budget is out on leases may get some back when
+/// they end: it holds the others 20 ms at a time while a lease is out and for a lease's time
+/// after, then until the window ends, as any spent window.
+#[tokio::test]
+async fn a_window_spent_on_leases_holds_briefly_until_they_are_given_back() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (1_000, 40, 1_000, 60_000, 1)).await;
+    assert_eq!(leased(&state.lease(1_000).await).granted, 40 / 16);
+    while state.admit(&[]).await[0] == 0 {}
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] <= LEASE_MS / 5,
+        "expected a hold of {} ms at most while the lease is out, the reply was {reply:?}",
+        LEASE_MS / 5
+    );
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS as u64 + 50)).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] > 50_000,
+        "expected a hold until the window ends once no lease can come back, the reply was \
+         {reply:?}"
+    );
+}

@@ -26,8 +26,9 @@
 -- quiet another instance met) and never past the first window's end, is sized down with the
 -- time left before that end, and takes at most a LEASE_SHARE-th of what the leanest window has
 -- left, so that a fleet's leases leave little unspent when a window ends. What an instance did
--- not spend comes back with its next round trip, to the windows it was taken from that are
--- still open.
+-- not spend comes back when the lease ends, to the windows it was taken from that are still
+-- open (never to a state lost since); until then a window spent on leases holds the others
+-- only briefly at a time.
 --
 -- A report says what the service had left when that request arrived. When it opens a window
 -- (a period not known yet: a new one, or one of a window the headers did not show before), the
@@ -206,11 +207,11 @@ if ARGV[1] == 'admit' then
   if metered then
     for _, w in ipairs(windows) do
       if w.left <= 0 then
-        -- While leases of it are out, what they do not spend may come back: asked again
-        -- shortly after they end, when their holders give it back.
-        local ends = w.ends
-        if w.leased > now then
-          ends = math.min(ends, w.leased + math.floor(clamp(ARGV[7], 0, YEAR) / 5))
+        -- While leases of it are out, and for as long again after the last ends, what they do
+        -- not spend may come back from their holders: asked again every fifth of that time.
+        local ends, horizon = w.ends, clamp(ARGV[7], 0, YEAR)
+        if now < w.leased + horizon then
+          ends = math.min(ends, now + math.max(1, math.floor(horizon / 5)))
         end
         spent_until = math.max(spent_until, ends)
       end
