@@ -9,7 +9,9 @@
 //! two sides alternate (ABBA) batch after batch, as in `benches/paired.rs`, and a final line
 //! per operation gives each side's mean and median latency, their ratios, and how many calls
 //! took over a millisecond (a held call would), followed by how many script runs Redis
-//! counted for the calls made with it.
+//! counted for the calls made with it, per call. The same comparison is then made with
+//! `CONCURRENT` tasks calling back to back on each client: the ratio of the two sides' times
+//! for the same calls, and Redis's script runs per call.
 //!
 //! Run with `cargo bench --bench redis --features redis` (`redis-server` must be on `PATH`).
 
@@ -41,6 +43,10 @@ const CALLS_PER_BATCH: usize = 100;
 /// Calls made on each side before anything is measured: the first Redis call connects and
 /// loads the script.
 const WARM_UP_CALLS: usize = 200;
+/// The tasks calling at once on one client in the concurrent comparison.
+const CONCURRENT: usize = 16;
+/// Calls each task makes in one batch of the concurrent comparison.
+const CALLS_PER_TASK: usize = 50;
 /// On loopback a call takes microseconds; one this slow was held, or something is wrong.
 const SLOW: Duration = Duration::from_millis(1);
 
@@ -129,6 +135,71 @@ fn batch(
     })
 }
 
+/// Makes `per_task` calls one after another on each of `CONCURRENT` tasks at once: how long
+/// they all took.
+fn concurrent_batch(
+    rt: &Runtime,
+    client: &PetStoreClient,
+    call: Call,
+    per_task: usize,
+) -> Duration {
+    rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..CONCURRENT)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per_task {
+                        call.on(&client).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+/// The concurrent comparison of `call`, `rounds` ABBA rounds: one summary line with the
+/// ratio of the times and Redis's script runs per call.
+fn paired_concurrent(
+    rt: &Runtime,
+    sides: &Sides,
+    redis: &str,
+    name: &str,
+    call: Call,
+    rounds: usize,
+) {
+    let runs_before = rt.block_on(script_runs(redis));
+    let (mut total_without, mut total_with) = (Duration::ZERO, Duration::ZERO);
+    let ratios = abba(rounds, |redis| {
+        if redis {
+            let took = concurrent_batch(rt, &sides.with, call, CALLS_PER_TASK);
+            total_with += took;
+            took
+        } else {
+            let took = concurrent_batch(rt, &sides.without, call, CALLS_PER_TASK);
+            total_without += took;
+            took
+        }
+    });
+    let calls = rounds * 2 * CONCURRENT * CALLS_PER_TASK;
+    let runs = rt.block_on(script_runs(redis)) - runs_before;
+    let per_call = |total: Duration| micros(total / calls as u32);
+    println!(
+        "| {name} | {} | {} | {:.2} | {:.2} ({:.2} to {:.2}) | {runs} / {calls} = {:.3} |",
+        per_call(total_without),
+        per_call(total_with),
+        total_with.as_secs_f64() / total_without.as_secs_f64(),
+        ratios[rounds / 2],
+        ratios[rounds / 4],
+        ratios[3 * rounds / 4],
+        runs as f64 / calls as f64,
+    );
+}
+
 /// One side's latencies in the paired runs.
 struct Latencies(Vec<Duration>);
 
@@ -155,9 +226,9 @@ fn micros(duration: Duration) -> String {
     format!("{:.1} µs", duration.as_secs_f64() * 1e6)
 }
 
-/// The two sides alternate (ABBA) `rounds` times; one summary line.
-fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
-    let (mut without, mut with) = (Vec::new(), Vec::new());
+/// The two sides alternate (ABBA) `rounds` times, each turn a batch that `side` runs with
+/// Redis or without and times: each round's ratio of the two, sorted.
+fn abba(rounds: usize, mut side: impl FnMut(bool) -> Duration) -> Vec<f64> {
     let mut ratios: Vec<f64> = (0..rounds)
         .map(|round| {
             let order = if round % 2 == 0 {
@@ -165,18 +236,31 @@ fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
             } else {
                 [false, true, true, false]
             };
-            let (mut total_with, mut total_without) = (Duration::ZERO, Duration::ZERO);
+            let (mut with, mut without) = (Duration::ZERO, Duration::ZERO);
             for redis in order {
                 if redis {
-                    total_with += batch(rt, &sides.with, call, CALLS_PER_BATCH, &mut with);
+                    with += side(true);
                 } else {
-                    total_without += batch(rt, &sides.without, call, CALLS_PER_BATCH, &mut without);
+                    without += side(false);
                 }
             }
-            total_with.as_secs_f64() / total_without.as_secs_f64()
+            with.as_secs_f64() / without.as_secs_f64()
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
+    ratios
+}
+
+/// The two sides alternate (ABBA) `rounds` times; one summary line.
+fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let ratios = abba(rounds, |redis| {
+        if redis {
+            batch(rt, &sides.with, call, CALLS_PER_BATCH, &mut with)
+        } else {
+            batch(rt, &sides.without, call, CALLS_PER_BATCH, &mut without)
+        }
+    });
     let (mut without, mut with) = (Latencies(without), Latencies(with));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     let (without_median, with_median) = (without.median(), with.median());
@@ -294,12 +378,32 @@ fn main() {
     }
     let runs = rt.block_on(script_runs(&redis.url())) - runs_before;
     let calls_with = CALLS.len() * rounds * 2 * CALLS_PER_BATCH;
+    println!();
+    println!(
+        "Redis ran the script {runs} times for the {calls_with} paired calls with it, one at a \
+         time: {:.3} round trips per call.",
+        runs as f64 / calls_with as f64
+    );
+    println!();
+    println!(
+        "Time per call with {CONCURRENT} tasks calling at once on each client, without and with \
+         the Redis shared state ({rounds} paired rounds of {CONCURRENT} × {CALLS_PER_TASK} calls \
+         a side):"
+    );
+    println!();
+    println!(
+        "| operation | without | with Redis | ratio with/without | per-round ratio: median (IQR) \
+         | script runs / calls with Redis = round trips per call |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (name, call) in CALLS {
+        paired_concurrent(&rt, &sides, &redis.url(), name, call, rounds);
+    }
     let limited = sandbox.stats().answered(429);
     let mut ping = pings(&rt, &redis.url(), CALLS_PER_BATCH * rounds);
     println!();
     println!(
-        "Redis ran the script {runs} times for the {calls_with} paired calls with it; \
-         the sandbox answered {limited} 429s. For reference, a bare round trip to this \
+        "The sandbox answered {limited} 429s. For reference, a bare round trip to this \
          redis-server (PING, redis-rs, same runtime): mean {}, median {}.",
         micros(ping.mean()),
         micros(ping.median())

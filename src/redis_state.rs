@@ -42,14 +42,19 @@ use crate::rate::{self, SharedStore};
 /// **What is stored:** one hash per API key and service, named `petstore-client:v1:{` and 32
 /// hexadecimal digits of a SHA-256 of the service and the key (never the key itself) and `}`
 /// (a Cluster hash tag), with
-/// the windows' limits, budgets left and ends (four windows at most, each known by its period
+/// the windows' limits, budgets left, ends and last lease's end (four windows at most, each known by its period
 /// and removed once the period has ended), the cooldown's end, and whether an instance is
 /// finding out a new window period. Nothing else: no pet, response or key. It expires a minute
 /// after the last thing it knows has passed.
 ///
-/// **Cost:** one round trip per request (a Lua script); one more for the few responses the
-/// other instances wait for (a 429, and the first answer in a window period); four `CONFIG
-/// GET`s on the first connection.
+/// **Cost:** one round trip (a Lua script) per request for an instance that calls less often
+/// than once per 100 ms. One that calls more often leases, in that round trip, the requests it
+/// will spend in the next 100 ms (at most a 16th of what the window has left, fewer near its
+/// end) and spends them with no round trip; what it does not spend goes back when the lease
+/// ends. So a busy instance makes about one round trip per 100 ms, and hears of a 429 another
+/// instance met within 100 ms. One more round trip for the few responses the other instances
+/// wait for (a 429, and the first answer in a window period); four `CONFIG GET`s on the first
+/// connection.
 ///
 /// **An ACL user** needs only the script and the commands it runs, on the crate's keys:
 ///

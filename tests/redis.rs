@@ -15,7 +15,7 @@ use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_fleet::{
     KEY, TASKS, WINDOW, assert_safe, config_set, hammer, instance, limited, redis_connection,
-    sandbox,
+    sandbox, script_calls, states,
 };
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
@@ -649,11 +649,7 @@ async fn while_another_instance_probes_one_call_per_instance_asks_again() {
     let client = instance(&sandbox, 0, Some(&url));
     client.list_pets().limit(1).send().await.unwrap();
     let mut connection = redis_connection(&redis).await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("petstore-client:*")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    let keys = states(&mut connection).await;
     let script = redis::Script::new(include_str!("../src/rate/redis.lua"));
     let other = |outcome: &str, mode: &str| {
         let mut invocation = script.key(&keys[0]);
@@ -899,27 +895,6 @@ fn calls_go_on_when_redis_is_unreachable_or_frozen() {
         !text.contains(KEY),
         "the API key leaked into the logs:\n{text}"
     );
-}
-
-/// How many times scripts ran since the server started, from `INFO commandstats`.
-async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usize {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(redis)
-        .await
-        .unwrap();
-    stats
-        .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<usize>()
-                .ok()
-        })
-        .sum()
 }
 
 /// One call, which finds out the budget (the others would wait for it anyway), then `calls`

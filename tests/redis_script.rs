@@ -17,6 +17,9 @@ const NAME: &str = "petstore-client:v1:00000000000000000000000000000000";
 /// One window report: limit, remaining, period, ms until it ends, admission number.
 type Report = (u64, u64, i64, u64, u64);
 
+/// How long a lease may be spent, ms, as the client asks.
+const LEASE_MS: i64 = 100;
+
 struct State {
     connection: MultiplexedConnection,
     script: redis::Script,
@@ -24,6 +27,12 @@ struct State {
     metered: bool,
     /// Whether the instance it plays has seen the state before.
     seen: bool,
+    /// How many requests each admission asks for: more than one asks for a lease.
+    want: u64,
+    /// How long a lease may be spent, ms.
+    horizon: i64,
+    /// Leases given back with the next call, as the script reads them.
+    returns: String,
     /// The requests the instance it plays sent without an admission, told with its next call.
     admitted_here: u64,
 }
@@ -40,6 +49,9 @@ impl State {
             script: redis::Script::new(SCRIPT),
             metered: true,
             seen: false,
+            want: 1,
+            horizon: LEASE_MS,
+            returns: String::new(),
             admitted_here: 0,
         }
     }
@@ -64,6 +76,9 @@ impl State {
             .arg(2_000)
             .arg(outcome)
             .arg(if self.seen { "1" } else { "0" })
+            .arg(self.want)
+            .arg(self.horizon)
+            .arg(std::mem::take(&mut self.returns))
             .arg(self.admitted_here);
         for &(limit, remaining, period, ends_in, admitted) in reports {
             invocation
@@ -93,6 +108,14 @@ impl State {
 
     async fn report(&mut self, outcome: &str, reports: &[Report]) {
         self.call("report", outcome, reports).await;
+    }
+
+    /// An admission that asks for `want` requests at once.
+    async fn lease(&mut self, want: u64) -> Vec<i64> {
+        self.want = want;
+        let reply = self.admit(&[]).await;
+        self.want = 1;
+        reply
     }
 
     /// Every field of the state, for a failure's message.
@@ -402,5 +425,185 @@ async fn at_most_four_windows_are_kept_and_the_first_to_end_goes_first() {
         (None, Some((66, 40))),
         "expected the window that ends first to go and the one that ends last to stay, the \
          state is {fields:?}"
+    );
+}
+
+/// A lease's reply: admissions from `first`, `granted` of them, to be spent within `lasts` ms,
+/// taken from the windows of `periods` (sorted).
+#[derive(Debug, PartialEq)]
+struct Leased {
+    first: i64,
+    granted: i64,
+    lasts: i64,
+    periods: Vec<i64>,
+}
+
+fn leased(reply: &[i64]) -> Leased {
+    assert!(
+        reply.len() >= 6 && reply[0] == 0,
+        "expected a lease, the reply was {reply:?}"
+    );
+    let mut periods = reply[6..].to_vec();
+    periods.sort_unstable();
+    Leased {
+        first: reply[2],
+        granted: reply[3],
+        lasts: reply[4],
+        periods,
+    }
+}
+
+/// Issue 21, item 6: a lease is as many admissions at once, taken off every open window, and
+/// at most a sixteenth of what the leanest window has left, so that no instance takes the
+/// others' share.
+#[tokio::test]
+async fn a_lease_is_taken_from_every_window_and_is_a_share_of_what_is_left() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (1_000, 1_000, 1_000, 60_000, 1)).await;
+    state
+        .report("", &[(100_000, 800, 90_000, 600_000, 1)])
+        .await;
+    assert_eq!(
+        leased(&state.lease(20).await),
+        Leased {
+            first: 2,
+            granted: 20,
+            lasts: LEASE_MS,
+            periods: vec![1_000, 90_000]
+        },
+        "expected the 20 asked for, admissions 2 to 21, for {LEASE_MS} ms"
+    );
+    assert_eq!(
+        (state.window(1_000).await, state.window(90_000).await),
+        (Some((1_000, 980)), Some((100_000, 780))),
+        "expected the lease taken off both windows"
+    );
+    let share = leased(&state.lease(1_000).await);
+    assert_eq!(
+        (share.first, share.granted),
+        (22, 780 / 16),
+        "expected a sixteenth of the day's 780 left, from admission 22"
+    );
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 0, 22 + 780 / 16],
+        "expected a plain admission numbered after the lease, in the same short reply"
+    );
+    // Nearly spent: one request at least, never more than is left.
+    state.report("", &[(1_000, 3, 1_000, 60_000, 0)]).await;
+    assert_eq!(leased(&state.lease(1_000).await).granted, 1);
+    assert_eq!(state.window(1_000).await, Some((1_000, 2)));
+}
+
+/// Issue 21, item 6: near a window's end a lease lasts only until then and holds only what
+/// the time left needs, so that little of it is left unspent when the window ends.
+#[tokio::test]
+async fn near_a_windows_end_a_lease_is_short_and_small() {
+    let server = RedisServer::start();
+    // A horizon of a minute, 30 s before the end: time for a loaded machine.
+    let mut state = State::probed(&server, (10_000, 10_000, 1_000, 30_000, 1)).await;
+    state.horizon = 60_000;
+    let lease = leased(&state.lease(100).await);
+    assert!(
+        (20_000..=30_000).contains(&lease.lasts) && lease.granted <= 50,
+        "expected a lease until the end, 30 s away, and of half the 100 asked for over a \
+         minute: {lease:?}"
+    );
+}
+
+/// Issue 21, item 6: no lease while the fleet must find out the state (the probe goes alone)
+/// or holds for a quiet; a service that does not meter the key is leased what is asked.
+#[tokio::test]
+async fn no_lease_while_unknown_or_quiet_and_an_unmetered_one_is_whole() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    let probe = state.lease(50).await;
+    assert_eq!(
+        (probe[..3].to_vec(), probe[3]),
+        (vec![0, 1, 1], 1),
+        "expected the probe alone, with no lease: {probe:?}"
+    );
+    state.report("ok", &[(1_000, 900, 1_000, 60_000, 1)]).await;
+    state.report("300", &[]).await;
+    state.want = 50;
+    held(&state.admit(&[]).await, 1, 300);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let probe = state.admit(&[]).await;
+    assert_eq!(
+        (probe[..2].to_vec(), probe[3]),
+        (vec![0, 1], 1),
+        "expected the probe after the quiet alone, with no lease: {probe:?}"
+    );
+    state.clear().await;
+
+    state.metered = false;
+    let lease = leased(&state.lease(50).await);
+    assert_eq!(
+        (lease.granted, lease.lasts, lease.periods),
+        (50, LEASE_MS, vec![]),
+        "expected the 50 asked for, from no window"
+    );
+}
+
+/// Issue 21, item 6: what a lease did not spend goes back to the windows it was taken from
+/// that are still open, never above their limit, and never to a state lost since it was lent.
+#[tokio::test]
+async fn what_a_lease_did_not_spend_goes_back_to_its_open_windows() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (1_000, 1_000, 1_000, 60_000, 1)).await;
+    let lease = leased(&state.lease(40).await);
+    assert_eq!(
+        state.window(1_000).await,
+        Some((1_000, 1_000 - lease.granted))
+    );
+    // 30 not spent, and a window that has ended (or was lost) gets nothing.
+    state.returns = format!("30@{}:1000:999", lease.first);
+    state.admit(&[]).await;
+    assert_eq!(
+        state.window(1_000).await,
+        Some((1_000, 1_000 - lease.granted + 30 - 1)),
+        "expected the 30 back, and the admission with them spent"
+    );
+    assert_eq!(state.window(999).await, None);
+    state.returns = format!("5000@{}:1000", lease.first);
+    state.report("", &[]).await;
+    assert_eq!(
+        state.window(1_000).await,
+        Some((1_000, 1_000)),
+        "expected never more than the limit"
+    );
+    // A lease lent before the state was lost: the window opened again never lent it.
+    state.clear().await;
+    let mut state = State::probed(&server, (1_000, 500, 1_000, 60_000, 1)).await;
+    state.returns = format!("30@{}:1000", lease.first);
+    state.report("", &[]).await;
+    assert_eq!(
+        state.window(1_000).await,
+        Some((1_000, 500)),
+        "expected nothing back from a lease of a lost state"
+    );
+}
+
+/// Issue 21, item 6: a window spent because its budget is out on leases may get some back when
+/// they end: it holds the others 20 ms at a time while a lease is out and for a lease's time
+/// after, then until the window ends, as any spent window.
+#[tokio::test]
+async fn a_window_spent_on_leases_holds_briefly_until_they_are_given_back() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (1_000, 40, 1_000, 60_000, 1)).await;
+    assert_eq!(leased(&state.lease(1_000).await).granted, 40 / 16);
+    while state.admit(&[]).await[0] == 0 {}
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] <= LEASE_MS / 5,
+        "expected a hold of {} ms at most while the lease is out, the reply was {reply:?}",
+        LEASE_MS / 5
+    );
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS as u64 + 50)).await;
+    let reply = state.admit(&[]).await;
+    assert!(
+        reply[0] == 3 && reply[1] > 50_000,
+        "expected a hold until the window ends once no lease can come back, the reply was \
+         {reply:?}"
     );
 }

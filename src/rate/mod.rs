@@ -5,7 +5,8 @@
 //! is the cooldown after a response that asks for quiet; [`pacer`] decides whether a request
 //! may go; [`line`](mod@line) keeps held requests first in first out; [`registry`] gives
 //! every client of one key in a process the same state; [`store`] is the state a fleet shares
-//! (in Redis, with the `redis` feature). The request path sees only [`RateLimiter`] and its
+//! (in Redis, with the `redis` feature), and [`lease`] the share of it this process spends
+//! without a round trip each. The request path sees only [`RateLimiter`] and its
 //! [`Permit`].
 //!
 //! This module reads response heads through `headers` and time through `clock`, and imports
@@ -15,6 +16,7 @@
 mod budget;
 mod gate;
 mod identity;
+mod lease;
 mod line;
 mod pacer;
 #[cfg(feature = "redis")]
@@ -39,6 +41,7 @@ use crate::headers::{self, Quiet, Quota, QuotaReading};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
+use lease::{Grant, Lease};
 use line::Line;
 pub(crate) use pacer::Hold;
 use pacer::{Decision, View, Wire};
@@ -183,6 +186,26 @@ struct StoreLink {
     name: String,
 }
 
+impl StoreLink {
+    /// Gives `back` what a lease did not spend, with the next round trip.
+    fn give_back(&self, back: Option<lease::Return>) {
+        if let Some(back) = back {
+            self.store.give_back(&self.name, back);
+        }
+    }
+}
+
+/// What a request asks the fleet's store.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    /// Whether to spend from the window budgets, or only obey the cooldown.
+    metered: bool,
+    /// Whether the store was seen to hold the state.
+    seen: bool,
+    /// How many requests to admit at once: more than one asks for a lease.
+    want: u64,
+}
+
 impl RateLimiter {
     pub(crate) fn new(
         scope: RateLimitScope,
@@ -232,13 +255,17 @@ impl RateLimiter {
         let mut logged = None;
         let mut holds = Holds::default();
         loop {
-            let (permit, metered, seen) = self
+            let (permit, ask) = self
                 .admit_here(operation, give_up_at, &mut logged, &mut holds)
                 .await?;
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
-            if let Some(mut permit) = self.ask_store(permit, metered, seen).await {
+            let permit = match ask {
+                Some(ask) => self.ask_store(permit, ask).await,
+                None => Some(permit),
+            };
+            if let Some(mut permit) = permit {
                 permit.handed_out = true;
                 // The last hold ended where the process admitted it.
                 return Ok((permit, holds.end(Instant::now())));
@@ -246,16 +273,16 @@ impl RateLimiter {
         }
     }
 
-    /// [`admit`](Self::admit) by this process's own discipline: the permit, whether to spend
-    /// from the fleet's window budgets, and whether the fleet's store was seen to hold the
-    /// state; what held it is added to `holds`.
+    /// [`admit`](Self::admit) by this process's own discipline: the permit, and what to ask
+    /// the fleet's store, unless there is none or this process's lease admits it; what held
+    /// it is added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
         give_up_at: Instant,
         logged: &mut Option<Hold>,
         holds: &mut Holds,
-    ) -> Result<(Permit<'_>, bool, bool), Held> {
+    ) -> Result<(Permit<'_>, Option<Ask>), Held> {
         let shared = &*self.shared;
         let mut join = pin!(shared.line.join(give_up_at));
         // Polled once first, so that a call with nobody ahead records no wait in line.
@@ -299,13 +326,14 @@ impl RateLimiter {
                         store: self.store.as_ref(),
                         store_probe: false,
                         asks_again: false,
+                        leasing: false,
                         admitted: 0,
                         handed_out: false,
                         settled: false,
                     };
-                    if self.store.is_none() {
-                        return Ok((permit, false, false));
-                    }
+                    let Some(link) = self.store.as_ref() else {
+                        return Ok((permit, None));
+                    };
                     // The first request after the fleet's hold asks alone whether it is over,
                     // so that the others do not all ask again and again.
                     if let Some((_, hold)) = state.store.remote.take() {
@@ -314,7 +342,30 @@ impl RateLimiter {
                     }
                     let metered =
                         self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
-                    return Ok((permit, metered, state.store.seen));
+                    let leased = match &mut state.store.lease {
+                        Some(lease) if !permit.asks_again => lease.spend(now, metered),
+                        _ => None,
+                    };
+                    if let Some(admitted) = leased {
+                        permit.admitted = admitted;
+                        return Ok((permit, None));
+                    }
+                    // What a lease whose time is over did not spend goes back with this
+                    // round trip.
+                    if let Some(lease) = state.store.lease.as_mut().filter(|l| l.over(now)) {
+                        link.give_back(lease.end());
+                    }
+                    let want = state.store.want(now);
+                    if want > 1 {
+                        state.store.leasing = true;
+                        permit.leasing = true;
+                    }
+                    let ask = Ask {
+                        metered,
+                        seen: state.store.seen,
+                        want,
+                    };
+                    return Ok((permit, Some(ask)));
                 }
                 decision
             };
@@ -344,18 +395,15 @@ impl RateLimiter {
         }
     }
 
-    /// Asks the fleet's shared state, if any, whether the request the process admitted may go;
+    /// Asks the fleet's shared state whether the request the process admitted may go;
     /// `None` if the fleet holds it (the process then holds every request as long).
-    async fn ask_store<'a>(
-        &'a self,
-        mut permit: Permit<'a>,
-        metered: bool,
-        seen: bool,
-    ) -> Option<Permit<'a>> {
-        let Some(link) = &self.store else {
-            return Some(permit);
-        };
-        let verdict = link.store.admit(&link.name, metered, seen).await;
+    async fn ask_store<'a>(&'a self, mut permit: Permit<'a>, ask: Ask) -> Option<Permit<'a>> {
+        let link = self.store.as_ref()?;
+        let asked = Instant::now();
+        let verdict = link
+            .store
+            .admit(&link.name, ask.metered, ask.seen, ask.want)
+            .await;
         let shared = permit.shared;
         let (permit, wake) = {
             let mut state = shared.lock();
@@ -366,22 +414,63 @@ impl RateLimiter {
             // the store to have heard of it.
             let quiet_since = state.gate.generation() != permit.generation;
             match verdict {
-                // Not sent: the call waits out the quiet in line like the others.
+                Some(Verdict::Go {
+                    probe,
+                    admitted,
+                    lease,
+                }) if !quiet_since => {
+                    permit.store_probe = probe;
+                    permit.admitted = admitted;
+                    // A request admitted alone starts the next lease's sizing, so that
+                    // requests coming faster are leased; one admitted beside a lease, asked
+                    // for or granted, leaves it be.
+                    let beside = state.store.leasing
+                        || (state.store.lease.as_ref()).is_some_and(|l| l.open(Instant::now()));
+                    if lease.is_some() || !beside {
+                        let grant = lease.unwrap_or_else(Grant::single);
+                        let mut lease = Lease::new(grant, admitted, ask.metered, asked);
+                        if let Some(mut last) = state.store.lease.take() {
+                            link.give_back(last.end());
+                        }
+                        // A hold another call met meanwhile ends it at once.
+                        if state.store.remote.is_some() {
+                            link.give_back(lease.end());
+                        }
+                        if lease.open(asked) {
+                            tokio::spawn(give_back_when_over(
+                                Arc::clone(&self.shared),
+                                Arc::clone(&link.store),
+                                link.name.clone(),
+                                lease.first(),
+                                lease.until(),
+                            ));
+                        }
+                        state.store.lease = Some(lease);
+                    }
+                    (Some(permit), answered)
+                }
+                // Not sent: the call waits out the quiet in line like the others; what it
+                // leased goes back.
+                Some(Verdict::Go {
+                    admitted, lease, ..
+                }) => {
+                    if let Some(grant) = lease {
+                        link.give_back(Lease::new(grant, admitted, ask.metered, asked).end());
+                    }
+                    (None, answered | permit.release(&mut state))
+                }
                 _ if quiet_since => (None, answered | permit.release(&mut state)),
                 // Without an answer the process's own discipline decides alone, and the fleet
                 // hears of the request later.
                 None => {
-                    if metered {
+                    if ask.metered {
                         link.store.admitted_here(&link.name);
                     }
                     (Some(permit), answered)
                 }
-                Some(Verdict::Go { probe, admitted }) => {
-                    permit.store_probe = probe;
-                    permit.admitted = admitted;
-                    (Some(permit), answered)
-                }
                 Some(Verdict::Hold(wait, hold)) => {
+                    // A lease is void while the fleet holds: its requests go back.
+                    link.give_back(state.store.lease.as_mut().and_then(Lease::end));
                     // Another instance's probe normally answers within milliseconds.
                     let wait = match hold {
                         Hold::Probe => wait.min(store::PROBE_POLL),
@@ -419,6 +508,28 @@ impl RateLimiter {
             unavailable,
             waited,
         }
+    }
+}
+
+/// Gives back at once what the lease numbered `first` did not spend when its time is over:
+/// the other instances, held while the window's budget is out on leases, find it then, not
+/// when this process next calls, which may be after the window's end.
+async fn give_back_when_over(
+    shared: Arc<Shared>,
+    store: Arc<SharedStore>,
+    name: String,
+    first: u64,
+    until: Instant,
+) {
+    tokio::time::sleep_until(until).await;
+    let back = {
+        let mut state = shared.lock();
+        let lease = state.store.lease.as_mut().filter(|l| l.first() == first);
+        lease.and_then(Lease::end)
+    };
+    if let Some(back) = back {
+        store.give_back(&name, back);
+        store.report(&name, &[], Outcome::Nothing).await;
     }
 }
 
@@ -575,6 +686,8 @@ pub(crate) struct Permit<'a> {
     /// This request asks the store whether the fleet's hold is over: the others wait for
     /// its answer.
     asks_again: bool,
+    /// This request asks the store for a lease: the others ask for themselves meanwhile.
+    leasing: bool,
     /// The fleet's number for this admission.
     admitted: u64,
     /// Handed to the caller, which may send the request: dropped unreported from then on, it
@@ -649,6 +762,14 @@ impl Permit<'_> {
                         length = state.budgets.length_of(quota.reset.timestamp());
                     }
                     state.remember(quota);
+                    // A window the lease was not taken from, the next period of one: the
+                    // service counts what the lease would spend there, and the store, which
+                    // opens that window from this report, does not. The lease is void.
+                    if let Some(link) = self.store {
+                        let period = quota.reset.timestamp();
+                        let lease = state.store.lease.as_mut().filter(|l| !l.covers(period));
+                        link.give_back(lease.and_then(Lease::end));
+                    }
                     if self.store.is_some() && reset_at > at {
                         let window = WindowReport {
                             limit: quota.limit,
@@ -677,6 +798,11 @@ impl Permit<'_> {
                 Some(quiet) => {
                     state.gate.close(at, quiet, backoff);
                     quiet_until = state.gate.closed_until(at);
+                    // The lease is void in the quiet: what it did not spend goes back with
+                    // the report of it.
+                    if let Some(link) = self.store {
+                        link.give_back(state.store.lease.as_mut().and_then(Lease::end));
+                    }
                 }
                 None => state.gate.open(self.generation),
             }
@@ -715,6 +841,9 @@ impl Permit<'_> {
     /// The store answered, or failed to: the requests that waited for this one's answer look
     /// again. Whether the first in line waits to hear of it.
     fn answered(&mut self, state: &mut State) -> bool {
+        if std::mem::take(&mut self.leasing) {
+            state.store.leasing = false;
+        }
         if !std::mem::take(&mut self.asks_again) {
             return false;
         }

@@ -10,11 +10,27 @@
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
 -- ARGV[5]  '1' if this instance has seen the state before, '0' if not
--- ARGV[6]  how many requests this instance sent without an admission here (while Redis did not
+-- ARGV[6]  how many requests the instance asks for at once, this one included (absent: 1); more
+--          than one asks for a lease (below)
+-- ARGV[7]  how long a lease may be spent, ms
+-- ARGV[8]  leases given back: '<requests>@<first admission>:<period>:<period>...' each,
+--          separated by spaces
+-- ARGV[9]  how many requests this instance sent without an admission here (while Redis did not
 --          answer it): spent from every window open
--- ARGV[7..] the windows reported, five values each: limit, remaining, period (the service's
+-- ARGV[10..] the windows reported, five values each: limit, remaining, period (the service's
 --          reset, unix seconds), ms until the period ends, and the admission number of the
 --          request answered (0 if it was not admitted here)
+--
+-- A lease saves the round trip per request: the instance spends it on its own until it is spent
+-- or over. It is taken off every open window at once, like as many admissions, so the fleet
+-- never spends more than the windows hold. It is granted only while the state is known and no
+-- quiet holds, lasts at most ARGV[7] (the longest an instance spending it may stay unaware of a
+-- quiet another instance met) and never past the first window's end, is sized down with the
+-- time left before that end, and takes at most a LEASE_SHARE-th of what the leanest window has
+-- left, so that a fleet's leases leave little unspent when a window ends. What an instance did
+-- not spend comes back when the lease ends, to the windows it was taken from that are still
+-- open (never to a state lost since); until then a window spent on leases holds the others
+-- only briefly at a time.
 --
 -- A report says what the service had left when that request arrived. When it opens a window
 -- (a period not known yet: a new one, or one of a window the headers did not show before), the
@@ -31,11 +47,15 @@
 -- normal answer came since), 'probe' (an instance probes until), 'gone' =
 -- '<period>:<resolved>' (the latest period that ended here: a late report of it or of an
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
--- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>' for each window.
+-- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>' for each
+-- window (leased: when the last lease taken from it ends).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe (seq: the admission
 -- number), {1, ms} hold for the cooldown,
 -- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
+-- Asked for more than one request, a go is {0, probe, first, granted, ms, last, period...}:
+-- admissions first to first + granted - 1 (this request and a lease of the rest), to be spent
+-- within ms, taken from the windows of the periods listed, the last of which ends in last ms.
 
 local key = KEYS[1]
 local time = redis.call('TIME')
@@ -49,6 +69,8 @@ local MOST = 2 ^ 53
 local YEAR = 366 * 86400 * 1000
 -- The specification has two windows.
 local MAX_WINDOWS = 4
+-- A lease takes at most this share of what is left (1 / LEASE_SHARE), and one request at least.
+local LEASE_SHARE = 16
 
 -- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
 local function clamp(value, low, high)
@@ -88,11 +110,11 @@ for i = 1, #fields, 2 do
   else
     -- What cannot be read is left out: with no window open, the state is unknown.
     local period = string.match(field, '^p:(%d+)$')
-    local limit, left, ends = string.match(value, '^(%d+):(%-?%d+):(%d+)$')
+    local limit, left, ends, leased = string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*)$')
     if period and limit then
       windows[#windows + 1] = {
         period = tonumber(period), limit = tonumber(limit), left = tonumber(left),
-        ends = tonumber(ends),
+        ends = tonumber(ends), leased = tonumber(leased) or 0,
       }
     end
   end
@@ -110,14 +132,31 @@ for _, w in ipairs(windows) do
 end
 windows = open
 
+-- What an instance leased and did not spend; a window it no longer finds has ended or was lost.
+-- A lease numbered past the admissions counted here was lent by a state lost since: the
+-- windows opened again from the service's reports never lent it.
+for entry in string.gmatch(ARGV[8] or '', '%S+') do
+  local units, first, periods = string.match(entry, '^(%d+)@(%d+)(.*)$')
+  if units and clamp(first, 0, MOST) <= seq then
+    units = clamp(units, 0, MOST)
+    for period in string.gmatch(periods, ':(%d+)') do
+      for _, w in ipairs(windows) do
+        if w.period == tonumber(period) then
+          w.left = math.min(w.limit, w.left + units)
+        end
+      end
+    end
+  end
+end
+
 -- The service counted them, whichever of its periods they fell in: taken off every window open,
 -- before the reports, which may count them already (a report only ever lowers a window).
-local admitted_here = clamp(ARGV[6], 0, MOST)
+local admitted_here = clamp(ARGV[9], 0, MOST)
 for _, w in ipairs(windows) do
   w.left = w.left - admitted_here
 end
 
-for i = 7, #ARGV - 4, 5 do
+for i = 10, #ARGV - 4, 5 do
   local limit = clamp(ARGV[i], 0, MOST)
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
@@ -154,7 +193,9 @@ for i = 7, #ARGV - 4, 5 do
         end
         table.remove(windows, first)
       end
-      windows[#windows + 1] = { period = period, limit = limit, left = left, ends = now + ends_in }
+      windows[#windows + 1] = {
+        period = period, limit = limit, left = left, ends = now + ends_in, leased = 0,
+      }
     end
   end
 end
@@ -175,7 +216,13 @@ if ARGV[1] == 'admit' then
   if metered then
     for _, w in ipairs(windows) do
       if w.left <= 0 then
-        spent_until = math.max(spent_until, w.ends)
+        -- While leases of it are out, and for as long again after the last ends, what they do
+        -- not spend may come back from their holders: asked again every fifth of that time.
+        local ends, horizon = w.ends, clamp(ARGV[7], 0, YEAR)
+        if now < w.leased + horizon then
+          ends = math.min(ends, now + math.max(1, math.floor(horizon / 5)))
+        end
+        spent_until = math.max(spent_until, ends)
       end
     end
   end
@@ -186,15 +233,43 @@ if ARGV[1] == 'admit' then
   elseif unknown and probe > now then
     verdict = { 2, probe - now }
   else
-    seq = seq + 1
-    verdict = { 0, 0, seq }
+    local want, horizon = clamp(ARGV[6], 1, MOST), clamp(ARGV[7], 0, YEAR)
+    local granted, lasts, last = 1, horizon, 0
+    if not unknown and want > 1 and horizon > 0 then
+      granted = want
+      if metered then
+        local least = MOST
+        for _, w in ipairs(windows) do
+          least = math.min(least, w.left)
+          lasts = math.min(lasts, w.ends - now)
+          last = math.max(last, w.ends - now)
+        end
+        -- Spread over the horizon: near a window's end, only what the time left needs.
+        granted = math.ceil(want * lasts / horizon)
+        granted = math.max(1, math.min(granted, math.floor(least / LEASE_SHARE)))
+      end
+    end
+    local first = seq + 1
+    seq = seq + granted
+    verdict = { 0, 0, first }
     if unknown then
       probe = now + clamp(ARGV[3], 0, YEAR)
-      verdict = { 0, 1, seq }
+      verdict = { 0, 1, first }
     end
     if metered then
       for _, w in ipairs(windows) do
-        w.left = w.left - 1
+        w.left = w.left - granted
+        if granted > 1 then
+          w.leased = math.max(w.leased, now + lasts)
+        end
+      end
+    end
+    if want > 1 then
+      verdict[4], verdict[5], verdict[6] = granted, lasts, last
+      if metered then
+        for _, w in ipairs(windows) do
+          verdict[#verdict + 1] = w.period
+        end
       end
     end
   end
@@ -220,7 +295,7 @@ if gone > 0 or not resolved then
 end
 for _, w in ipairs(windows) do
   out[#out + 1] = 'p:' .. string.format('%d', w.period)
-  out[#out + 1] = string.format('%d:%d:%d', w.limit, w.left, w.ends)
+  out[#out + 1] = string.format('%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased)
   last = math.max(last, w.ends)
 end
 if #out > 2 or seq > 0 then

@@ -1,5 +1,6 @@
 //! The shared rate-limit state in Redis: one hash per API key and service, changed only by
-//! one Lua script (`redis.lua`), so that each admission is one atomic round trip.
+//! one Lua script (`redis.lua`), so that each admission, or lease of admissions, is one atomic
+//! round trip.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::identity::service;
+use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock;
 use super::pacer::Hold;
 use super::store::{Admission, BoxFuture, News, Outcome, PROBE_FOR, SharedStore, Store, Verdict};
@@ -186,27 +188,28 @@ impl RedisStore {
         &self,
         name: &str,
         mode: &str,
-        metered: bool,
-        seen: bool,
-        news: News<'_>,
+        admission: Admission<'_>,
     ) -> Result<Vec<i64>, String> {
         let mut connection = self.connection().await?;
         let now = Instant::now();
         let mut invocation = self.script.key(name);
         invocation
             .arg(mode)
-            .arg(if metered { "1" } else { "0" })
+            .arg(if admission.metered { "1" } else { "0" })
             .arg(millis(PROBE_FOR));
-        match news.outcome {
+        match admission.news.outcome {
             Outcome::Nothing => invocation.arg(""),
             Outcome::Normal => invocation.arg("ok"),
             // At least 1 ms: 0 would read as no quiet at all.
             Outcome::Quiet(wait) => invocation.arg(millis(wait).max(1)),
         };
         invocation
-            .arg(if seen { "1" } else { "0" })
-            .arg(news.admitted_here);
-        for report in news.reports {
+            .arg(if admission.seen { "1" } else { "0" })
+            .arg(admission.want)
+            .arg(millis(LEASE_FOR))
+            .arg(returned(admission.news.returns))
+            .arg(admission.news.admitted_here);
+        for report in admission.news.reports {
             // Rounded down: the store places the end no later than this process does.
             let ends_in = report.ends_at.saturating_duration_since(now);
             invocation
@@ -280,6 +283,27 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Leases given back, as the script reads them: `<requests>@<first admission>:<period>...`
+/// each, separated by spaces.
+fn returned(returns: &[Return]) -> String {
+    let mut text = String::new();
+    for back in returns {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&format!("{}@{}", back.units, back.first));
+        for period in &back.periods {
+            text.push_str(&format!(":{period}"));
+        }
+    }
+    text
+}
+
+/// A reply's number that cannot be negative.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
 impl Store for RedisStore {
     fn name(&self, base_url: &Url, api_key: &str) -> String {
         let mut hash = Sha256::new();
@@ -304,26 +328,28 @@ impl Store for RedisStore {
         admission: Admission<'a>,
     ) -> BoxFuture<'a, Result<Verdict, String>> {
         Box::pin(async move {
-            let reply = self
-                .run(
-                    name,
-                    "admit",
-                    admission.metered,
-                    admission.seen,
-                    admission.news,
-                )
-                .await?;
+            let reply = self.run(name, "admit", admission).await?;
             let unexpected = || format!("unexpected reply from the script: {reply:?}");
-            let (verdict, n, admitted) = match *reply.as_slice() {
-                [verdict, n] => (verdict, n, 0),
-                [verdict, n, admitted] => (verdict, n, admitted),
+            let (verdict, n, admitted, lease) = match *reply.as_slice() {
+                [verdict, n] => (verdict, n, 0, None),
+                [verdict, n, admitted] => (verdict, n, admitted, None),
+                [verdict, n, admitted, units, lasts, last, ref periods @ ..] => {
+                    let grant = Grant {
+                        units: count(units),
+                        lasts: Duration::from_millis(count(lasts)),
+                        windows_last: Duration::from_millis(count(last)),
+                        periods: periods.to_vec(),
+                    };
+                    (verdict, n, admitted, Some(grant))
+                }
                 _ => return Err(unexpected()),
             };
-            let wait = Duration::from_millis(u64::try_from(n).unwrap_or(0));
+            let wait = Duration::from_millis(count(n));
             Ok(match verdict {
                 0 => Verdict::Go {
                     probe: n == 1,
-                    admitted: u64::try_from(admitted).unwrap_or(0),
+                    admitted: count(admitted),
+                    lease,
                 },
                 1 => Verdict::Hold(wait, Hold::Cooldown),
                 2 => Verdict::Hold(wait, Hold::Probe),
@@ -337,7 +363,13 @@ impl Store for RedisStore {
         Box::pin(async move {
             // A report answers a request some instance was admitted for: a state missing then
             // was lost.
-            self.run(name, "report", true, true, news).await?;
+            let admission = Admission {
+                news,
+                metered: true,
+                seen: true,
+                want: 1,
+            };
+            self.run(name, "report", admission).await?;
             Ok(())
         })
     }

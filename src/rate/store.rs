@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use url::Url;
 
+use super::lease::{Grant, Lease, Return};
 use super::lock;
 use super::pacer::Hold;
 use crate::clock;
@@ -66,11 +67,16 @@ pub(crate) enum Outcome {
 }
 
 /// The fleet's answer to a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Send it; a probe finds out a period the fleet does not know, and must report at once.
-    /// `admitted` numbers the admission, for the reports of its answer.
-    Go { probe: bool, admitted: u64 },
+    /// `admitted` numbers the admission, for the reports of its answer; `lease`, asked for with
+    /// more than one request, is what the store granted with it.
+    Go {
+        probe: bool,
+        admitted: u64,
+        lease: Option<Grant>,
+    },
     /// Hold it this long, for this reason.
     Hold(Duration, Hold),
 }
@@ -88,6 +94,22 @@ pub(crate) struct Exchange {
     pub(crate) live: bool,
     /// The store has answered an admission: a state it no longer holds was lost.
     pub(crate) seen: bool,
+    /// The last lease granted, spent or not.
+    pub(crate) lease: Option<Lease>,
+    /// A request asks the store for a lease: the others ask for themselves meanwhile, so
+    /// that no two leases are out at once.
+    pub(crate) leasing: bool,
+}
+
+impl Exchange {
+    /// How many requests to ask the store for: one while a lease is asked for, and while
+    /// there is no last lease to size the next by.
+    pub(crate) fn want(&self, now: Instant) -> u64 {
+        match &self.lease {
+            Some(lease) if !self.leasing => lease.want(now),
+            _ => 1,
+        }
+    }
 }
 
 /// The most window reports kept for one state; the specification has two windows.
@@ -110,6 +132,8 @@ pub(crate) struct Unsent {
     /// Requests this process sent without the store's admission, while it did not answer: the
     /// service counts them, and the fleet's budgets must too.
     admitted_here: u64,
+    /// Leased requests not spent.
+    returns: Vec<Return>,
 }
 
 impl Unsent {
@@ -152,11 +176,32 @@ impl Unsent {
         }
     }
 
+    /// Keeps `back` with what else goes back to the same windows.
+    fn give_back(&mut self, back: Return) {
+        match self.returns.iter_mut().find(|r| r.periods == back.periods) {
+            Some(same) => {
+                same.units = same.units.saturating_add(back.units);
+                // The later lease's number: given back only where both were lent.
+                same.first = same.first.max(back.first);
+                same.until = same.until.max(back.until);
+            }
+            None => {
+                if self.returns.len() == MAX_PENDING {
+                    self.returns.remove(0);
+                }
+                self.returns.push(back);
+            }
+        }
+    }
+
     fn merge(&mut self, other: Self) {
         for report in other.windows {
             self.queue(report);
         }
         self.admitted_here = self.admitted_here.saturating_add(other.admitted_here);
+        for back in other.returns {
+            self.give_back(back);
+        }
         self.quiet_until = self.quiet_until.max(other.quiet_until);
         self.normal_until = self.normal_until.max(other.normal_until);
     }
@@ -177,6 +222,7 @@ impl Unsent {
             reports: &self.windows,
             outcome: self.outcome(now),
             admitted_here: self.admitted_here,
+            returns: &self.returns,
         }
     }
 
@@ -184,7 +230,11 @@ impl Unsent {
     /// expired, needs no telling.
     fn matters_until(&self) -> Option<Instant> {
         let windows = self.windows.iter().map(|w| w.ends_at).max();
-        self.quiet_until.max(self.normal_until).max(windows)
+        let returns = self.returns.iter().map(|r| r.until).max();
+        self.quiet_until
+            .max(self.normal_until)
+            .max(windows)
+            .max(returns)
     }
 }
 
@@ -279,6 +329,8 @@ pub(crate) struct News<'a> {
     pub(crate) outcome: Outcome,
     /// Requests sent without the store's admission, to be spent from the window budgets.
     pub(crate) admitted_here: u64,
+    /// Leased requests not spent, given back.
+    pub(crate) returns: &'a [Return],
 }
 
 /// One admission as the store receives it.
@@ -292,6 +344,8 @@ pub(crate) struct Admission<'a> {
     /// This process has seen the state in the store: if the store has none, it was lost, and
     /// what it held is unknown.
     pub(crate) seen: bool,
+    /// How many requests to admit at once, this one included: more than one asks for a lease.
+    pub(crate) want: u64,
 }
 
 /// A store of the state shared by the fleet. Each operation is one round trip.
@@ -299,8 +353,8 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
     fn name(&self, base_url: &Url, api_key: &str) -> String;
 
-    /// Applies `admission.news`, then spends one request from every window of the current
-    /// period, or says how long to hold it.
+    /// Applies `admission.news`, then spends one request (or a lease of `want`) from every
+    /// window of the current period, or says how long to hold it.
     fn admit<'a>(
         &'a self,
         name: &'a str,
@@ -422,15 +476,30 @@ impl SharedStore {
         lock(&self.outbox).put(name, unsent, now);
     }
 
-    /// The fleet's verdict, or `None` when the store cannot give one in time: the request
-    /// then goes by the process's own discipline alone. What waits to be told of `name` goes
-    /// along, and waits on unless the store answers.
-    pub(crate) async fn admit(&self, name: &str, metered: bool, seen: bool) -> Option<Verdict> {
+    /// Keeps `back` to be given back with the next round trip of `name`.
+    pub(crate) fn give_back(&self, name: &str, back: Return) {
+        let now = Instant::now();
+        let mut unsent = Unsent::default();
+        unsent.give_back(back);
+        lock(&self.outbox).put(name, unsent, now);
+    }
+
+    /// The fleet's verdict on `want` requests, or `None` when the store cannot give one in
+    /// time: the request then goes by the process's own discipline alone. What waits to be
+    /// told of `name` goes along, and waits on unless the store answers.
+    pub(crate) async fn admit(
+        &self,
+        name: &str,
+        metered: bool,
+        seen: bool,
+        want: u64,
+    ) -> Option<Verdict> {
         let mut taken = Taken::new(&self.outbox, name);
         let admission = Admission {
             news: taken.unsent.news(Instant::now()),
             metered,
             seen,
+            want,
         };
         let verdict = self.guarded(self.store.admit(name, admission)).await;
         taken.delivered = verdict.is_some();

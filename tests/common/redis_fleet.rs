@@ -149,3 +149,33 @@ pub async fn config_set(redis: &mut redis::aio::MultiplexedConnection, name: &st
         .await
         .unwrap_or_else(|error| panic!("expected CONFIG SET {name} {value} to succeed: {error}"));
 }
+
+/// The names of the crate's states in the Redis of `redis`.
+pub async fn states(redis: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("petstore-client:*")
+        .query_async(redis)
+        .await
+        .unwrap()
+}
+
+/// How many times scripts ran since the server started, from `INFO commandstats`.
+pub async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usize {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum()
+}
