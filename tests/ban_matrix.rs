@@ -61,6 +61,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     RESET_IN_SECONDS,
     A_BACKEND_AHEAD_OF_THE_END,
     OTHERS_WAITING_THEIR_TURN,
+    EVERY_ANSWER_LATE,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -93,6 +94,7 @@ const A_BACKEND_AHEAD_OF_THE_END: &str =
     "32 independent instances, backends 1 s behind and 2 s ahead, 2 s windows";
 const OTHERS_WAITING_THEIR_TURN: &str =
     "16 independent instances started 737 ms apart, a day of 192 over 160 a half-minute";
+const EVERY_ANSWER_LATE: &str = "16 independent instances, every answer 429 ms late, 2 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -171,6 +173,11 @@ async fn thirty_two_independent_instances_with_a_backend_ahead_of_the_windows_en
 #[tokio::test(start_paused = true)]
 async fn sixteen_staggered_instances_while_the_others_wait_their_turn() {
     check([cell(OTHERS_WAITING_THEIR_TURN)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_independent_instances_whose_every_answer_is_late() {
+    check([cell(EVERY_ANSWER_LATE)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

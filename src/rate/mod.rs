@@ -267,6 +267,7 @@ impl RateLimiter {
             };
             if let Some(mut permit) = permit {
                 permit.handed_out = true;
+                permit.sent_at = Instant::now();
                 // The last hold ended where the process admitted it.
                 return Ok((permit, holds.end(Instant::now())));
             }
@@ -328,6 +329,7 @@ impl RateLimiter {
                         asks_again: false,
                         leasing: false,
                         admitted: 0,
+                        sent_at: now,
                         handed_out: false,
                         settled: false,
                     };
@@ -690,6 +692,8 @@ pub(crate) struct Permit<'a> {
     leasing: bool,
     /// The fleet's number for this admission.
     admitted: u64,
+    /// When it was handed to the caller, which sends the request then.
+    sent_at: Instant,
     /// Handed to the caller, which may send the request: dropped unreported from then on, it
     /// counts as spent. Dropped before, its call was cancelled while the fleet's store
     /// decided, and it spends nothing here.
@@ -755,6 +759,7 @@ impl Permit<'_> {
                     let own = Own {
                         sent: state.wire.sent,
                         in_flight: state.wire.in_flight,
+                        answered_sent_at: Some(self.sent_at),
                     };
                     state.budgets.report(quota, reset_at, at, own);
                     #[cfg(feature = "metrics")]

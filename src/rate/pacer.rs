@@ -235,11 +235,13 @@ mod tests {
         let first = Own {
             sent: 1,
             in_flight: 1,
+            answered_sent_at: None,
         };
         budgets.report(Quota::new(60, 59, reset), end, t0, first);
         let since = Own {
             sent: 60 - remaining,
             in_flight: 1,
+            answered_sent_at: None,
         };
         budgets.report(Quota::new(60, remaining, reset), end, t0, since);
         budgets
@@ -370,7 +372,11 @@ mod tests {
         let end = t0 + secs(30);
         let mut seen = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        let own = |sent| Own { sent, in_flight: 1 };
+        let own = |sent| Own {
+            sent,
+            in_flight: 1,
+            answered_sent_at: None,
+        };
         seen.report(Quota::new(60, 50, reset), end, t0, own(1));
         seen.report(Quota::new(60, 29, reset), end, t0, own(2));
         let mut view = view(&gate, &seen, t0);
@@ -452,6 +458,7 @@ mod tests {
         let own = Own {
             sent: 1,
             in_flight: 1,
+            answered_sent_at: None,
         };
         unlimited.report(
             Quota::new(u64::MAX, u64::MAX, reset),
@@ -478,7 +485,11 @@ mod tests {
         let gate = Gate::default();
         let mut known = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        let own = |sent| Own { sent, in_flight: 1 };
+        let own = |sent| Own {
+            sent,
+            in_flight: 1,
+            answered_sent_at: None,
+        };
         known.report(Quota::new(60, 59, reset), t0 + secs(60), t0, own(1));
         // 30 spent for one request of this process's own: others spend the key.
         known.report(Quota::new(60, 29, reset), t0 + secs(60), t0, own(2));
@@ -513,7 +524,11 @@ mod tests {
         let gate = Gate::default();
         let mut known = Budgets::default();
         let day = DateTime::from_timestamp(9_000, 0).unwrap();
-        let own = |sent| Own { sent, in_flight: 1 };
+        let own = |sent| Own {
+            sent,
+            in_flight: 1,
+            answered_sent_at: None,
+        };
         known.report(Quota::new(1_000, 1_000, day), t0 + secs(300), t0, own(1));
         // 400 spent in 10 s: at that pace the day runs out 15 s on, long before its end.
         let now = t0 + secs(10);

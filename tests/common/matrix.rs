@@ -351,6 +351,23 @@ fn many_instances_cells() -> Vec<Cell> {
             16,
         )
     });
+    // Found by the simulation explorer's soak (seed 3226): every answer came 429 ms after
+    // the service counted its request, and an instance took the `remaining` it showed for
+    // what was left when it arrived; it sent into a window the others had spent meanwhile,
+    // whose 429, rounded up to a second, held the next window's first requests.
+    cells.push(Cell {
+        tasks: 3,
+        per_minute: 48,
+        minute: 2,
+        windows: 4,
+        faults: vec![Fault::latency(Duration::from_millis(429))],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "16 independent instances, every answer 429 ms late, 2 s windows",
+            16,
+        )
+    });
     cells
 }
 
