@@ -62,6 +62,8 @@ const ONE_CELL_TESTS: &[&str] = &[
     A_BACKEND_AHEAD_OF_THE_END,
     OTHERS_WAITING_THEIR_TURN,
     EVERY_ANSWER_LATE,
+    BACKENDS_AHEAD_AND_BEHIND,
+    RESET_IN_SECONDS_FROM_BACKENDS_APART,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -95,6 +97,10 @@ const A_BACKEND_AHEAD_OF_THE_END: &str =
 const OTHERS_WAITING_THEIR_TURN: &str =
     "16 independent instances started 737 ms apart, a day of 192 over 160 a half-minute";
 const EVERY_ANSWER_LATE: &str = "16 independent instances, every answer 429 ms late, 2 s windows";
+const BACKENDS_AHEAD_AND_BEHIND: &str =
+    "32 independent instances, backends 2 s ahead and 3 s behind, 5 s windows";
+const RESET_IN_SECONDS_FROM_BACKENDS_APART: &str =
+    "32 independent instances, the reset in seconds from backends 4 s apart, 10 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -178,6 +184,16 @@ async fn sixteen_staggered_instances_while_the_others_wait_their_turn() {
 #[tokio::test(start_paused = true)]
 async fn sixteen_independent_instances_whose_every_answer_is_late() {
     check([cell(EVERY_ANSWER_LATE)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_behind_backends_ahead_and_behind() {
+    check([cell(BACKENDS_AHEAD_AND_BEHIND)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_told_the_reset_in_seconds_by_backends_apart() {
+    check([cell(RESET_IN_SECONDS_FROM_BACKENDS_APART)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

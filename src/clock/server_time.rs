@@ -105,16 +105,30 @@ impl ServerTime {
 /// between the two clocks could add up to an early wait.
 const READING_KEPT_FOR: Duration = Duration::from_secs(60);
 
-/// The best reading of the service's clock: responses keep coming, each `Date` a lower bound
-/// of the service's time when it arrived, and the first response seen with a new `Date` value
-/// is the one closest to that second's tick. The highest of these bounds is kept, so that with
-/// a steady flow of responses the service's clock is known to within milliseconds, not to
-/// within the second `Date` shows: short windows are then placed no later than they end.
+/// New `Date` values a second or more ahead of the reading kept, none of them agreeing with
+/// it, after which the service's clock is taken to have stepped forward: behind a load
+/// balancer, backends whose clocks disagree answer in turn, and a backend behind the others
+/// answers again long before this many (two backends in turn: one chance in 65,536).
+const AHEAD_TO_STEP: u32 = 16;
+
+/// The reading of the service's clock that places its instants latest: responses keep coming,
+/// each `Date` a lower bound of the service's time when it arrived, and the first response
+/// seen with a new `Date` value is the one closest to that second's tick. Of one clock the
+/// highest of these bounds is kept, so that with a steady flow of responses the service's
+/// clock is known to within milliseconds, not to within the second `Date` shows: short
+/// windows are then placed no later than they end. Of backends whose clocks disagree behind
+/// one limiter, the one furthest behind is kept: a backend ahead cannot bring a window's end
+/// forward. A clock stepping back is followed at once; one stepping forward after
+/// [`AHEAD_TO_STEP`] answers, or once the reading kept is [`READING_KEPT_FOR`] old.
 #[derive(Debug, Default)]
 pub(crate) struct ServerClock {
     /// The `Date` value last seen, so that it is parsed only when it changes.
     last_date: Option<HeaderValue>,
     best: Option<ServerTime>,
+    /// New `Date` values ahead of `best` by a second or more since one agreed with it.
+    ahead_in_a_row: u32,
+    /// When a `Date` last agreed with `best`, to within the second it truncates.
+    agreed_at: Option<Instant>,
 }
 
 impl ServerClock {
@@ -126,15 +140,13 @@ impl ServerClock {
         if self.last_date.as_ref() != Some(date) {
             self.last_date = Some(date.clone());
             let reading = ServerTime::of_response(headers, at, local);
-            let keep = self.best.is_some_and(|best| {
-                let ahead = best.predict(at) - reading.unix;
-                // Within the second `Date` truncates, and recent: a larger gap is the
-                // service's clock stepping back, or a reading gone stale.
-                (0.0..1.0).contains(&ahead) && at.duration_since(best.at) < READING_KEPT_FOR
+            self.best = Some(match self.best {
+                Some(best) => self.keep_or_replace(best, reading),
+                None => {
+                    self.agreed_at = Some(reading.at);
+                    reading
+                }
             });
-            if !keep {
-                self.best = Some(reading);
-            }
         }
         match self.best {
             Some(best) => ServerTime {
@@ -143,6 +155,34 @@ impl ServerClock {
                 dated: best.dated,
             },
             None => ServerTime::of_response(headers, at, local),
+        }
+    }
+
+    /// The reading to keep of `best` and a new one, `reading`.
+    fn keep_or_replace(&mut self, best: ServerTime, reading: ServerTime) -> ServerTime {
+        let behind = best.predict(reading.at) - reading.unix;
+        if behind > -1.0 {
+            // The same clock (within the second `Date` truncates), one further behind, or
+            // the service's clock stepping back.
+            self.ahead_in_a_row = 0;
+            self.agreed_at = Some(reading.at);
+            let stale = reading.at.duration_since(best.at) >= READING_KEPT_FOR;
+            return if (0.0..1.0).contains(&behind) && !stale {
+                best
+            } else {
+                reading
+            };
+        }
+        self.ahead_in_a_row += 1;
+        let unconfirmed = self
+            .agreed_at
+            .is_none_or(|agreed| reading.at.duration_since(agreed) >= READING_KEPT_FOR);
+        if self.ahead_in_a_row >= AHEAD_TO_STEP || unconfirmed {
+            self.ahead_in_a_row = 0;
+            self.agreed_at = Some(reading.at);
+            reading
+        } else {
+            best
         }
     }
 }
@@ -196,6 +236,7 @@ mod tests {
     }
 
     /// Equal but for the rounding of seconds as `f64`.
+    #[track_caller]
     fn assert_close(got: Instant, expected: Instant) {
         let off = if got > expected {
             got - expected
@@ -245,6 +286,45 @@ mod tests {
             clock.read(&back, t4, &local).instant_of(NOON + 3),
             t4 + ms(6_000),
         );
+    }
+
+    /// Found by the simulation explorer's soak (seeds 2083, 4252: 32 instances, backends 2 s
+    /// ahead of the limiter and 3 s behind): a backend ahead, answering after one behind,
+    /// placed the window's end early, and instances probed the period the limiter still
+    /// counted, one request after another, until it was spent.
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_ahead_does_not_bring_the_service_clock_forward_but_a_step_does() {
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let behind = with_date("Sun, 22 Nov 2026 12:00:00 GMT");
+        let ahead = |second: u32| with_date(&format!("Sun, 22 Nov 2026 12:00:{second:02} GMT"));
+        #[track_caller]
+        fn end(clock: &mut ServerClock, headers: &HeaderMap, at: Instant) -> Instant {
+            clock.read(headers, at, &Clock::new()).instant_of(NOON + 60)
+        }
+        assert_close(end(&mut clock, &behind, t0), t0 + ms(60_000));
+        let t1 = t0 + ms(100);
+        assert_close(end(&mut clock, &ahead(5), t1), t0 + ms(60_000));
+        // Answers ahead in turn with the one behind: a backend ahead, never followed.
+        for n in 2..10 {
+            let at = t0 + ms(100 * n);
+            let headers = if n % 2 == 0 { ahead(5) } else { behind.clone() };
+            assert_close(end(&mut clock, &headers, at), t0 + ms(60_000));
+        }
+        // Only answers ahead, on new `Date` values: the service's clock stepped forward.
+        let step = t0 + ms(5_000);
+        let mut placed = Vec::new();
+        for n in 0..u64::from(AHEAD_TO_STEP) {
+            let at = step + ms(1_000 * n);
+            let second = 10 + u32::try_from(n).unwrap();
+            placed.push(end(&mut clock, &ahead(second), at));
+        }
+        let last = step + ms(1_000 * (u64::from(AHEAD_TO_STEP) - 1));
+        assert_close(placed[placed.len() - 2], t0 + ms(60_000));
+        // 16 s on, the service's clock read 5 s further than the reading kept: 5 s sooner.
+        assert_close(placed[placed.len() - 1], t0 + ms(55_000));
+        assert_eq!(last, t0 + ms(20_000));
     }
 
     #[tokio::test(start_paused = true)]

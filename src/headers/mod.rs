@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderName};
 
 pub use deprecation::Deprecation;
 pub use quota::Quota;
-pub(crate) use quota::QuotaReading;
+pub(crate) use quota::{QuotaReading, ResetGiven};
 pub(crate) use retry_after::{Quiet, quiet, retry_after};
 
 /// The value of a header that appears exactly once, trimmed.

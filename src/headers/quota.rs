@@ -105,7 +105,7 @@ impl Quota {
         headers: &HeaderMap,
         [limit, remaining, reset]: [&HeaderName; 3],
         server: &ServerTime,
-    ) -> Option<Self> {
+    ) -> Option<(Self, ResetGiven)> {
         let limit = most_careful(headers, limit, u64::min)?;
         let remaining = most_careful(headers, remaining, u64::min)?;
         let reset = most_careful(headers, reset, u64::max)?;
@@ -115,7 +115,7 @@ impl Quota {
     /// `RateLimit: "policy";r=REMAINING;t=SECONDS` (one item per policy: the one with the
     /// least left binds), its limit from the `q` of the same policy in `RateLimit-Policy`;
     /// or the older dictionary `RateLimit: limit=L, remaining=R, reset=SECONDS`.
-    fn from_ietf(headers: &HeaderMap, server: &ServerTime) -> Option<Self> {
+    fn from_ietf(headers: &HeaderMap, server: &ServerTime) -> Option<(Self, ResetGiven)> {
         let field = single(headers, &IETF)?;
         let mut binding: Option<(&str, u64, u64)> = None;
         let mut dictionary = (None, None, None);
@@ -158,20 +158,26 @@ impl Quota {
     }
 
     /// A quota from the three numbers as sent, the reset resolved on the service's clock.
-    fn resolved(limit: u64, remaining: u64, reset: u64, server: &ServerTime) -> Option<Self> {
+    fn resolved(
+        limit: u64,
+        remaining: u64,
+        reset: u64,
+        server: &ServerTime,
+    ) -> Option<(Self, ResetGiven)> {
         let now = server.unix();
         let reset = i64::try_from(reset).ok()?;
-        let reset = if (reset as f64) < now - SECONDS_UNTIL_RESET_BELOW {
+        let (reset, given) = if (reset as f64) < now - SECONDS_UNTIL_RESET_BELOW {
             // Seconds until the reset: counted from the service's clock, rounded up.
-            (now.ceil() as i64).checked_add(reset)?
+            ((now.ceil() as i64).checked_add(reset)?, ResetGiven::In)
         } else {
-            reset
+            (reset, ResetGiven::At)
         };
-        Some(Self {
+        let quota = Self {
             limit,
             remaining: remaining.min(limit),
             reset: DateTime::from_timestamp(reset, 0)?,
-        })
+        };
+        Some((quota, given))
     }
 }
 
@@ -183,21 +189,33 @@ pub(crate) enum QuotaReading {
     /// Rate-limit fields that cannot be read as one quota: repeated, negative, not numbers,
     /// or incomplete. It means "unknown", never "unlimited".
     Unreadable,
-    Read(Quota),
+    Read(Quota, ResetGiven),
+}
+
+/// How a response gave its window's reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResetGiven {
+    /// As an instant on the service's clock, which names the window's period.
+    At,
+    /// As seconds from now: the instant [`Quota::reset`] shows is counted from the service's
+    /// clock as `Date` reads it, and backends whose clocks disagree name one period apart.
+    In,
 }
 
 impl QuotaReading {
     /// The quota, if one was read.
     pub(crate) fn quota(self) -> Option<Quota> {
         match self {
-            Self::Read(quota) => Some(quota),
+            Self::Read(quota, _) => Some(quota),
             Self::Absent | Self::Unreadable => None,
         }
     }
 }
 
-fn readable(quota: Option<Quota>) -> QuotaReading {
-    quota.map_or(QuotaReading::Unreadable, QuotaReading::Read)
+fn readable(quota: Option<(Quota, ResetGiven)>) -> QuotaReading {
+    quota.map_or(QuotaReading::Unreadable, |(quota, given)| {
+        QuotaReading::Read(quota, given)
+    })
 }
 
 /// A field's values over all its lines and comma-separated items, each read up to a `;` as

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::clock::{self, Clock, ServerClock};
-use crate::headers::{self, Quiet, Quota, QuotaReading};
+use crate::headers::{self, Quiet, Quota, QuotaReading, ResetGiven};
 use budget::{Budgets, Known, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
@@ -754,17 +754,30 @@ impl Permit<'_> {
             let quiet = headers::quiet(status, retry_after);
             let urgent = self.store.is_some() && (self.store_probe || quiet.is_some());
             match reading {
-                QuotaReading::Read(quota) => {
+                QuotaReading::Read(quota, given) => {
                     let reset_at = server.instant_of(quota.reset.timestamp());
                     let own = Own {
                         sent: state.wire.sent,
                         in_flight: state.wire.in_flight,
                         answered_sent_at: Some(self.sent_at),
                     };
-                    state.budgets.report(quota, reset_at, at, own);
+                    let period = match given {
+                        ResetGiven::At => quota,
+                        // Named on the local clock, where its end is placed whatever the
+                        // `Date` of the backend that answered.
+                        ResetGiven::In => Quota {
+                            reset: chrono::DateTime::from_timestamp(
+                                shared.clock.unix_at(reset_at).round() as i64,
+                                0,
+                            )
+                            .unwrap_or(quota.reset),
+                            ..quota
+                        },
+                    };
+                    state.budgets.report(period, reset_at, at, own);
                     #[cfg(feature = "metrics")]
                     {
-                        length = state.budgets.length_of(quota.reset.timestamp());
+                        length = state.budgets.length_of(period.reset.timestamp());
                     }
                     state.remember(quota);
                     // A window the lease was not taken from, the next period of one: the

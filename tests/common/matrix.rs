@@ -368,6 +368,41 @@ fn many_instances_cells() -> Vec<Cell> {
             16,
         )
     });
+    // Found by the simulation explorer's soak (seed 2083): a backend ahead of the limiter
+    // answering after one behind it moved the reading of the service's clock forward, so
+    // that an instance placed the window's end early and probed the period the limiter still
+    // counted, one request after another, until it was spent.
+    cells.push(Cell {
+        tasks: 1,
+        per_minute: 96,
+        minute: 5,
+        windows: 3,
+        backends: vec![2, -3, 2],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, backends 2 s ahead and 3 s behind, 5 s windows",
+            32,
+        )
+    });
+    // Found by the simulation explorer's soak (seed 4076, and 833 on the way): the reset
+    // given in seconds from now, counted from the `Date` of backends whose clocks disagree,
+    // named one period up to 4 s apart; an instance took the period for a new one, half
+    // spent before it came, which it was alone in, and spent it.
+    cells.push(Cell {
+        tasks: 2,
+        per_minute: 96,
+        minute: 10,
+        windows: 3,
+        quota_fields: QuotaFields::ResetInSeconds,
+        backends: vec![-2, -1, 2],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, the reset in seconds from backends 4 s apart, 10 s windows",
+            32,
+        )
+    });
     cells
 }
 
