@@ -64,6 +64,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     EVERY_ANSWER_LATE,
     BACKENDS_AHEAD_AND_BEHIND,
     RESET_IN_SECONDS_FROM_BACKENDS_APART,
+    HALF_ANSWERED_AHEAD,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -101,6 +102,8 @@ const BACKENDS_AHEAD_AND_BEHIND: &str =
     "32 independent instances, backends 2 s ahead and 3 s behind, 5 s windows";
 const RESET_IN_SECONDS_FROM_BACKENDS_APART: &str =
     "32 independent instances, the reset in seconds from backends 4 s apart, 10 s windows";
+const HALF_ANSWERED_AHEAD: &str =
+    "32 independent instances, half of them answered by a backend 2 s ahead, 60 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -194,6 +197,11 @@ async fn thirty_two_independent_instances_behind_backends_ahead_and_behind() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_told_the_reset_in_seconds_by_backends_apart() {
     check([cell(RESET_IN_SECONDS_FROM_BACKENDS_APART)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_half_of_them_answered_by_a_backend_ahead() {
+    check([cell(HALF_ANSWERED_AHEAD)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

@@ -29,6 +29,16 @@ const ALONE_AGAIN_AFTER: u32 = 8;
 /// `Retry-After` up to whole seconds.
 const RETRY_AFTER_ROUNDING: Duration = Duration::from_secs(1);
 
+/// How far apart, per instance, the instances seen sharing the key send their first request
+/// of a new period, at most [`STAGGER_SHARE`] of the window: where a backend ahead of the
+/// limiter placed the end early, the first to call meets a 429, and the others must not all
+/// call into its `Retry-After` at once.
+const STAGGER_PER_INSTANCE: Duration = Duration::from_millis(100);
+
+/// The share of a window's length (as far as this process has seen it) over which the
+/// instances' first requests of its next period are staggered: one part in this many.
+const STAGGER_SHARE: u32 = 10;
+
 /// By how many seconds answers of one period can disagree on its end (see [`Window::names`]).
 const RESET_ROUNDING: u64 = 1;
 
@@ -76,6 +86,10 @@ pub(crate) struct Budgets {
     /// others.
     watched: bool,
     without_quota: u32,
+    /// Requests the service had counted in the period of this process's first answer, its
+    /// own included: where it stands among instances that started together, which places its
+    /// first request of each new period in the fleet's stagger.
+    rank: Option<u64>,
 }
 
 /// One period of one window.
@@ -225,6 +239,7 @@ impl Default for Budgets {
             others_until: None,
             watched: false,
             without_quota: 0,
+            rank: None,
         }
     }
 }
@@ -234,6 +249,8 @@ impl Budgets {
     /// `reset_at`, when this process's own requests stood at `own`.
     pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
         self.without_quota = 0;
+        self.rank
+            .get_or_insert(quota.limit.saturating_sub(quota.remaining));
         let reset = quota.reset.timestamp();
         // A period that was over when the answer arrived says nothing about the next. One
         // this process keeps is still counting, though its `Date` says over: a backend whose
@@ -395,6 +412,24 @@ impl Budgets {
             .map(|w| w.length)
     }
 
+    /// How long after the others this process sends its first request of a new period: its
+    /// place among the instances, spread over [`STAGGER_PER_INSTANCE`] each, at most
+    /// [`STAGGER_SHARE`] of the shortest window in force.
+    fn stagger(&self) -> Duration {
+        let seen = self
+            .windows
+            .iter()
+            .map(|w| w.reset_at.saturating_duration_since(w.first_at))
+            .min()
+            .unwrap_or_default();
+        let span = STAGGER_PER_INSTANCE
+            .mul_f64(self.instances)
+            .min(seen / STAGGER_SHARE);
+        let instances = self.instances.round().max(1.0) as u64;
+        let place = self.rank.unwrap_or(0) % instances;
+        span.mul_f64(place as f64 / instances as f64)
+    }
+
     /// How many instances this process reckons share the key.
     pub(crate) fn instances(&self) -> f64 {
         self.instances
@@ -407,7 +442,7 @@ impl Budgets {
         let grace = if self.alone {
             Duration::ZERO
         } else {
-            RETRY_AFTER_ROUNDING
+            RETRY_AFTER_ROUNDING + self.stagger()
         };
         let end = |w: &Window| clock::after_from(w.reset_at, grace);
         if self.windows.iter().any(|w| end(w) <= now) {
@@ -716,6 +751,38 @@ mod tests {
             in_flight,
             answered_sent_at: None,
         }
+    }
+
+    /// Found by the simulation explorer's soak (seed 2476, 32 instances): instances that saw
+    /// only a backend ahead of the limiter placed a period's end early, and all of them
+    /// called at once a second after it, into the 429 of a window that had not ended.
+    #[test]
+    fn instances_seen_sharing_the_key_stagger_their_first_request_of_a_new_period() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60);
+        // Counted `rank`-th as 32 instances started together; then 31 others' requests.
+        let reopens = |rank: u64| {
+            let mut budgets = Budgets::default();
+            budgets.report(quota(96, 96 - rank, 1_000), end, t0, own(1, 1));
+            budgets.report(quota(96, 64 - rank, 1_000), end, t0, own(2, 1));
+            assert_eq!(budgets.instances(), 32.0);
+            budget(&budgets, t0).reset_at - end
+        };
+        // 100 ms per instance, 3.2 s in all (less than a tenth of the window seen, 6 s).
+        assert_eq!(
+            reopens(32),
+            secs(1),
+            "the first place: a second after the end"
+        );
+        assert_eq!(reopens(1), Duration::from_millis(1_100));
+        assert_eq!(reopens(17), Duration::from_millis(2_700));
+        let mut alone = Budgets::default();
+        alone.report(quota(96, 95, 1_000), end, t0, own(1, 1));
+        assert_eq!(
+            budget(&alone, t0).reset_at,
+            end,
+            "alone: no grace, no stagger"
+        );
     }
 
     /// Found by the simulation explorer's soak (seed 3226, 16 instances, every answer 429 ms

@@ -389,9 +389,11 @@ mod tests {
         );
         let in_between = end + Duration::from_millis(500);
         view.known = seen.known(in_between);
+        // A second, then this instance's place in the fleet's stagger: 10 spent before its
+        // first answer, 21 instances, 100 ms each.
         assert_eq!(
             decide(&view, Pacing::Shared, in_between),
-            Decision::Until(end + secs(1), Hold::Pace)
+            Decision::Until(end + secs(2), Hold::Pace)
         );
     }
 

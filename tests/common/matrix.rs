@@ -403,6 +403,23 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 2476): each instance's two first answers
+    // came from one backend, and those of the backend 2 s ahead placed the end early; at the
+    // second after it, half the fleet called at once into a window the limiter had not
+    // ended, and into the first one's `Retry-After`.
+    cells.push(Cell {
+        tasks: 1,
+        per_minute: 96,
+        windows: 3,
+        cancel_half: true,
+        backends: vec![0, 2],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, half of them answered by a backend 2 s ahead, 60 s windows",
+            32,
+        )
+    });
     cells
 }
 

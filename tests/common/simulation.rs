@@ -239,6 +239,11 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 ///   then sees is what a key's only user restarted in mid-window sees (a partly spent window
 ///   that falls by its own requests alone), which must not wait while the budget lasts: it
 ///   is an instance started after the others, as above;
+/// - instances that start one after another, with a day window that binds at all: an
+///   instance that starts alone and sees the day bind spends what the day has left (a
+///   reserve is kept only of a window that ends within a minute: one of a day would cost a
+///   key's only user its day), so the next one to start meets the day's 429, whose
+///   `Retry-After` lasts to the day's end, and so does every instance that has not met it;
 /// - a day window that allows fewer than the minute's and two more per instance: the headers
 ///   show whichever window has less left, so a day that falls with the minute is not seen
 ///   until the minute resets, and then every instance's first request meets the day's 429;
@@ -254,6 +259,10 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 /// - backends whose clocks all run ahead of the limiter's: no answer shows when the limiter's
 ///   windows end, every instance places each end early by as much, and their first requests
 ///   after it meet the 429 of a window that has not ended;
+/// - instances that start one after another, behind a backend whose clock runs so far behind
+///   the limiter's that a window's end is placed more than a minute away: the first, alone,
+///   takes the window for a long one, of which it keeps no reserve (as of a day), and the
+///   later ones meet a spent window, one 429 each;
 /// - a step of the service's clock back: the windows it steps back into may be spent, and
 ///   their 429 comes as unforeseen as an injected one;
 /// - an injected 429, which the sandbox applies to the whole key: every other instance calls
@@ -275,7 +284,7 @@ fn within_reach_of_independent_instances(
         most_per_minute = most_per_minute.max(change.per_minute);
     }
     cell.per_day = cell.per_day.max(most_per_minute + 2 * instances);
-    if least_per_minute < 10 * instances {
+    if least_per_minute < 10 * instances || late_starters {
         let minutes_in_a_day = u32::try_from(cell.day / cell.minute).unwrap_or(u32::MAX);
         let never_binds = minutes_in_a_day
             .saturating_mul(most_per_minute)
@@ -288,7 +297,14 @@ fn within_reach_of_independent_instances(
     if cell.quota_fields == QuotaFields::NegativeRemaining {
         cell.quota_fields = QuotaFields::XRateLimit;
     }
-    if cell.backends.iter().all(|offset| *offset > 0) {
+    let furthest_behind = cell
+        .backends
+        .iter()
+        .map(|offset| -offset)
+        .max()
+        .unwrap_or(0);
+    let placed_beyond_a_minute = cell.minute as i64 + furthest_behind > 60;
+    if cell.backends.iter().all(|offset| *offset > 0) || (late_starters && placed_beyond_a_minute) {
         cell.backends.clear();
     }
     cell.clock_step = cell.clock_step.filter(|step| step.by > 0);
