@@ -65,6 +65,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     BACKENDS_AHEAD_AND_BEHIND,
     RESET_IN_SECONDS_FROM_BACKENDS_APART,
     HALF_ANSWERED_AHEAD,
+    HALF_CANCELLED,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -104,6 +105,7 @@ const RESET_IN_SECONDS_FROM_BACKENDS_APART: &str =
     "32 independent instances, the reset in seconds from backends 4 s apart, 10 s windows";
 const HALF_ANSWERED_AHEAD: &str =
     "32 independent instances, half of them answered by a backend 2 s ahead, 60 s windows";
+const HALF_CANCELLED: &str = "32 independent instances, half the calls cancelled, 5 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -202,6 +204,11 @@ async fn thirty_two_independent_instances_told_the_reset_in_seconds_by_backends_
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_half_of_them_answered_by_a_backend_ahead() {
     check([cell(HALF_ANSWERED_AHEAD)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_half_of_whose_calls_are_cancelled() {
+    check([cell(HALF_CANCELLED)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

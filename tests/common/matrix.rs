@@ -420,6 +420,23 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 5609): an instance that had not sent
+    // for a while, woken in a window's last instant, sent on an old report of what was left,
+    // though the others' pace had spent the window: into the `Retry-After` of another's 429,
+    // with nine other instances.
+    cells.push(Cell {
+        tasks: 2,
+        per_minute: 96,
+        minute: 5,
+        windows: 4,
+        cancel_half: true,
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, half the calls cancelled, 5 s windows",
+            32,
+        )
+    });
     cells
 }
 
