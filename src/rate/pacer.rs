@@ -232,6 +232,15 @@ mod tests {
         Duration::from_secs(n)
     }
 
+    /// This process's own requests: `sent` in all, one in flight.
+    fn own(sent: u64) -> Own {
+        Own {
+            sent,
+            in_flight: 1,
+            answered_sent_at: None,
+        }
+    }
+
     /// A window of 60 this process spent itself down to `remaining`, one request at a time.
     fn budgets(remaining: u64, reset_in: Duration, t0: Instant) -> Budgets {
         let mut budgets = Budgets::default();
@@ -377,11 +386,6 @@ mod tests {
         let end = t0 + secs(30);
         let mut seen = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        let own = |sent| Own {
-            sent,
-            in_flight: 1,
-            answered_sent_at: None,
-        };
         seen.report(Quota::new(60, 50, reset), end, t0, own(1));
         seen.report(Quota::new(60, 29, reset), end, t0, own(2));
         let mut view = view(&gate, &seen, t0);
@@ -413,11 +417,6 @@ mod tests {
         let end = t0 + secs(10);
         let mut seen = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        let own = |sent| Own {
-            sent,
-            in_flight: 1,
-            answered_sent_at: None,
-        };
         seen.report(Quota::new(96, 94, reset), end, t0, own(1));
         seen.report(Quota::new(96, 92, reset), end, t0, own(2));
         // 92 left with 10 s to go, spent evenly by two instances; this one last sent then.
@@ -529,11 +528,6 @@ mod tests {
         let gate = Gate::default();
         let mut known = Budgets::default();
         let reset = DateTime::from_timestamp(1_000, 0).unwrap();
-        let own = |sent| Own {
-            sent,
-            in_flight: 1,
-            answered_sent_at: None,
-        };
         known.report(Quota::new(60, 59, reset), t0 + secs(60), t0, own(1));
         // 30 spent for one request of this process's own: others spend the key.
         known.report(Quota::new(60, 29, reset), t0 + secs(60), t0, own(2));
@@ -568,11 +562,6 @@ mod tests {
         let gate = Gate::default();
         let mut known = Budgets::default();
         let day = DateTime::from_timestamp(9_000, 0).unwrap();
-        let own = |sent| Own {
-            sent,
-            in_flight: 1,
-            answered_sent_at: None,
-        };
         known.report(Quota::new(1_000, 1_000, day), t0 + secs(300), t0, own(1));
         // 400 spent in 10 s: at that pace the day runs out 15 s on, long before its end.
         let now = t0 + secs(10);
