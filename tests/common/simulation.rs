@@ -217,6 +217,11 @@ pub fn world(seed: u64) -> Cell {
     cell
 }
 
+/// How far ahead of the limiter's clock a backend's may run in a world of more independent
+/// instances than [`ALWAYS_WITHIN_REACH`]: the second by which instances that have seen
+/// others wait past a window's end.
+const AHEAD_WITHIN_REACH: i64 = 1;
+
 /// Independent instances up to which every world is within reach: fewer than the sandbox's
 /// ban threshold (10 requests inside one `Retry-After`).
 const ALWAYS_WITHIN_REACH: usize = 8;
@@ -259,6 +264,11 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 /// - backends whose clocks all run ahead of the limiter's: no answer shows when the limiter's
 ///   windows end, every instance places each end early by as much, and their first requests
 ///   after it meet the 429 of a window that has not ended;
+/// - a backend ahead of the limiter by more than [`AHEAD_WITHIN_REACH`]: instances that start
+///   together send their first requests in turn, so that a balancer answering in turn gives
+///   each instance's first answers of a window to one backend, and for half the fleet or
+///   more that is the one ahead: they are in the world above for that window, and call, each
+///   once, into the 429 of a window that has not ended;
 /// - instances that start one after another, behind a backend whose clock runs so far behind
 ///   the limiter's that a window's end is placed more than a minute away: the first, alone,
 ///   takes the window for a long one, of which it keeps no reserve (as of a day), and the
@@ -306,6 +316,9 @@ fn within_reach_of_independent_instances(
     let placed_beyond_a_minute = cell.minute as i64 + furthest_behind > 60;
     if cell.backends.iter().all(|offset| *offset > 0) || (late_starters && placed_beyond_a_minute) {
         cell.backends.clear();
+    }
+    for offset in &mut cell.backends {
+        *offset = (*offset).min(AHEAD_WITHIN_REACH);
     }
     cell.clock_step = cell.clock_step.filter(|step| step.by > 0);
     if let Some((index, words)) = injected_429 {
