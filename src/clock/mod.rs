@@ -32,13 +32,23 @@ impl Clock {
 
     /// Unix seconds on the local wall clock at `at`.
     pub(crate) fn unix_at(&self, at: Instant) -> f64 {
-        let anchor = self.anchor;
-        let since_anchor = if at >= self.instant {
+        self.anchor + self.since_anchor(at)
+    }
+
+    /// The whole second nearest `at`, counted on this clock from the whole second it was
+    /// anchored in: a name for an instant that, unlike [`unix_at`](Self::unix_at) rounded, does
+    /// not depend on where in its second the wall clock read when the clock was made.
+    pub(crate) fn second_of(&self, at: Instant) -> i64 {
+        self.anchor.floor() as i64 + self.since_anchor(at).round() as i64
+    }
+
+    /// Seconds from the anchor's instant to `at`; negative before it.
+    fn since_anchor(&self, at: Instant) -> f64 {
+        if at >= self.instant {
             (at - self.instant).as_secs_f64()
         } else {
             -(self.instant - at).as_secs_f64()
-        };
-        anchor + since_anchor
+        }
     }
 }
 

@@ -767,7 +767,7 @@ impl Permit<'_> {
                         // `Date` of the backend that answered.
                         ResetGiven::In => Quota {
                             reset: chrono::DateTime::from_timestamp(
-                                shared.clock.unix_at(reset_at).round() as i64,
+                                shared.clock.second_of(reset_at),
                                 0,
                             )
                             .unwrap_or(quota.reset),
