@@ -133,7 +133,8 @@ pub fn world(seed: u64) -> Cell {
         cell.faults.push(fault.times(times));
         cell.name.push_str(&words);
     }
-    if rng.chance(0.15) {
+    let unavailable_first = rng.chance(0.15);
+    if unavailable_first {
         let times = 1 + rng.below(3);
         let (fault, form) = retry_after_form(&mut rng, &cell, 503);
         cell.faults.push(fault.times(times));
@@ -191,7 +192,8 @@ pub fn world(seed: u64) -> Cell {
         ));
     }
     if cell.instances > ALWAYS_WITHIN_REACH {
-        within_reach_of_independent_instances(&mut cell, injected_429, quota_less_first);
+        let held_first = quota_less_first || unavailable_first;
+        within_reach_of_independent_instances(&mut cell, injected_429, held_first);
     }
     if !cell.backends.is_empty() {
         let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
@@ -235,15 +237,22 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 ///   first request, and the next one before its second answer can show the others; with
 ///   latencies that differ, the instances answered first send more before the slower ones'
 ///   requests show, and a window of two per instance runs out with the others still calling;
-/// - instances that start one after another, with a window that allows fewer than ten
+/// - instances that start one after another, with a window that allows fewer than fifteen
 ///   requests per instance: the first, alone, may spend all but the fifth it keeps for
-///   others, and the later ones meet a spent window, one 429 each;
-/// - first answers without quota headers (a 502 page), with a window that allows fewer than
-///   ten requests per instance: an instance so answered learns of the window only from its
-///   next answer, after the others have spent their first requests, and every header it
-///   then sees is what a key's only user restarted in mid-window sees (a partly spent window
-///   that falls by its own requests alone), which must not wait while the budget lasts: it
-///   is an instance started after the others, as above;
+///   others, and that fifth must leave each later instance three: its first request, the
+///   second it sends before an answer can show the others, and one for the instances pacing
+///   on what they saw left (with ten, 32 instances started 0.5 to 1.9 s apart got the key
+///   banned: soak seeds 4252, 7565, 7568, 11474, 16504, 17609);
+/// - first answers without quota headers (a 502 page), or a 503 with `Retry-After` (soak
+///   seeds 14017, 17151), with a window that allows fewer than fifteen requests per instance:
+///   an instance so answered learns of the window, or calls again, only after the others
+///   have spent their first requests, and every header it then sees is what a key's only
+///   user restarted in mid-window sees (a partly spent window that falls by its own requests
+///   alone), which must not wait while the budget lasts: it is an instance started after the
+///   others, as above;
+/// - a plan downgraded in mid-window (soak seeds 10164, 13458, 15491): the window's budget
+///   falls at once by the difference, which no answer foretold, and where more than the new
+///   limit is spent it is spent at once, and every instance's next request meets its 429;
 /// - instances that start one after another, with a day window that binds at all: an
 ///   instance that starts alone and sees the day bind spends what the day has left (a
 ///   reserve is kept only of a window that ends within a minute: one of a day would cost a
@@ -280,16 +289,16 @@ const ALWAYS_WITHIN_REACH: usize = 8;
 fn within_reach_of_independent_instances(
     cell: &mut Cell,
     injected_429: Option<(usize, String)>,
-    quota_less_first: bool,
+    held_first: bool,
 ) {
     let instances = cell.instances as u32;
-    let late_starters = !cell.start_gap.is_zero() || quota_less_first;
-    let per_instance = if late_starters { 10 } else { 3 };
+    let late_starters = !cell.start_gap.is_zero() || held_first;
+    let per_instance = if late_starters { 15 } else { 3 };
     let least = per_instance * instances;
     cell.per_minute = cell.per_minute.max(least);
     let (mut least_per_minute, mut most_per_minute) = (cell.per_minute, cell.per_minute);
     if let Some(change) = &mut cell.plan_change {
-        change.per_minute = change.per_minute.max(least);
+        change.per_minute = change.per_minute.max(cell.per_minute);
         least_per_minute = least_per_minute.min(change.per_minute);
         most_per_minute = most_per_minute.max(change.per_minute);
     }
