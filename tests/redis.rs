@@ -991,3 +991,55 @@ async fn a_call_admitted_before_a_429_of_its_own_process_is_not_sent_in_its_retr
         "expected nothing more sent inside the 429's Retry-After of 30 s by the process that met it"
     );
 }
+
+/// Issue 21, a Redis 50 to 300 ms away: the answer to a request admitted before its process
+/// knew of the period it was counted in waited for the process's next admission to reach the
+/// fleet, while the others spent that period; when the request had been admitted before the
+/// one whose answer opened the period in Redis, the period was spent one request too many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_in_a_period_its_process_did_not_know_of_is_reported_at_once() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    // Periods begin as the sandbox starts, then every 2 s.
+    let sandbox = Sandbox::builder()
+        .key(
+            KEY,
+            Plan::Enterprise {
+                per_minute: 60,
+                per_day: 1_000_000,
+            },
+        )
+        .minute_window(WINDOW)
+        .day_window(Duration::from_secs(86_400))
+        .clock_start(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        .start()
+        .await
+        .expect("the sandbox starts");
+    let start = Instant::now();
+    let (first, other) = (
+        instance(&sandbox, 0, Some(&url)),
+        instance(&sandbox, 1, Some(&url)),
+    );
+    first
+        .list_pets()
+        .limit(1)
+        .send()
+        .await
+        .expect("a call in the first period");
+    // Half a second into the next period, the other instance probes it, and the fleet knows it.
+    tokio::time::sleep_until(start + WINDOW + Duration::from_millis(500)).await;
+    other.list_pets().limit(1).send().await.expect("the probe");
+    let before = script_calls(&mut redis_connection(&redis).await).await;
+    first
+        .list_pets()
+        .limit(1)
+        .send()
+        .await
+        .expect("a call admitted while its process knew only the first period");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let round_trips = script_calls(&mut redis_connection(&redis).await).await - before;
+    assert_eq!(
+        round_trips, 2,
+        "expected the call's admission and, at once, the report of its answer"
+    );
+}

@@ -230,6 +230,39 @@ async fn a_window_opens_net_of_the_admissions_after_the_request_that_reported_it
     );
 }
 
+/// Issue 21, a Redis 50 to 300 ms away: the replies to two admissions came back far apart, so
+/// that the one admitted first reached the service after the other. The window opened from the
+/// later one's answer did not count it, and the fleet spent one more request than the period
+/// allowed: a 429.
+#[tokio::test]
+async fn a_request_admitted_before_the_one_that_opened_a_window_and_counted_after_it_is_spent_from_it()
+ {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
+    state.admits(2..=5).await;
+    // The service counted them in the next period in the order 2, 4, 3, 5: 4's answer opens
+    // it, net of 5.
+    state.report("", &[(60, 50, 1_060, 70_000, 4)]).await;
+    assert_eq!(state.window(1_060).await, Some((60, 49)));
+    // 2 came before 4, in its 50 already.
+    state.report("", &[(60, 51, 1_060, 70_000, 2)]).await;
+    assert_eq!(
+        state.window(1_060).await,
+        Some((60, 49)),
+        "expected the answer to a request counted before the opener's to change nothing"
+    );
+    // 3 came after 4: counted neither in its 50 nor among the admissions after it.
+    state.report("", &[(60, 49, 1_060, 70_000, 3)]).await;
+    assert_eq!(
+        state.window(1_060).await,
+        Some((60, 48)),
+        "expected the window to count the request admitted before its opener and counted after"
+    );
+    // Exact, not careful: the 48 the service has left go, and no more.
+    state.admits(6..=53).await;
+    held(&state.admit(&[]).await, 3, 70_000);
+}
+
 #[tokio::test]
 async fn a_late_report_of_a_period_that_has_ended_does_not_reopen_it() {
     let server = RedisServer::start();

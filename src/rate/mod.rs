@@ -330,6 +330,7 @@ impl RateLimiter {
                         leasing: false,
                         admitted: 0,
                         sent_at: now,
+                        period_known: state.latest.map(|quota| quota.reset.timestamp()),
                         handed_out: false,
                         settled: false,
                     };
@@ -694,6 +695,8 @@ pub(crate) struct Permit<'a> {
     admitted: u64,
     /// When it was handed to the caller, which sends the request then.
     sent_at: Instant,
+    /// The latest period this process knew of when it admitted the request.
+    period_known: Option<i64>,
     /// Handed to the caller, which may send the request: dropped unreported from then on, it
     /// counts as spent. Dropped before, its call was cancelled while the fleet's store
     /// decided, and it spends nothing here.
@@ -706,9 +709,10 @@ impl Permit<'_> {
     /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
     /// responses in a row before it), then let held requests look again. The
     /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
-    /// probe), otherwise with this process's next admission. Either way the report waits in
-    /// the store's outbox until the store takes it: neither this call's cancellation nor a
-    /// store that does not answer in time loses it.
+    /// probe), and when the request was admitted before this process knew of the period it
+    /// was counted in (without the call waiting for it), otherwise with this process's next
+    /// admission. Either way the report waits in the store's outbox until the store takes it:
+    /// neither this call's cancellation nor a store that does not answer in time loses it.
     pub(crate) async fn at_head(
         self,
         status: StatusCode,
@@ -719,9 +723,14 @@ impl Permit<'_> {
         let store = self.store;
         let (head, tell) = self.settle(status, headers, at, backoff);
         if let (Some(link), Some((report, outcome))) = (store, tell) {
-            link.store
-                .report(&link.name, report.as_slice(), outcome)
-                .await;
+            if outcome == Outcome::Nothing {
+                let (store, name) = (Arc::clone(&link.store), link.name.clone());
+                tokio::spawn(async move { store.report(&name, report.as_slice(), outcome).await });
+            } else {
+                link.store
+                    .report(&link.name, report.as_slice(), outcome)
+                    .await;
+            }
         }
         head
     }
@@ -736,6 +745,7 @@ impl Permit<'_> {
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
         let mut report = None;
+        let mut straddles = false;
         let mut quiet_until = None;
         #[cfg(feature = "metrics")]
         let mut length = None;
@@ -796,8 +806,13 @@ impl Permit<'_> {
                             ends_at: reset_at,
                             admitted: self.admitted,
                         };
+                        // Admitted before this process knew of the period: the store, which
+                        // may have counted it in the period before, counts it in this one
+                        // only from this report, and must hear of it before the rest of the
+                        // fleet spends the period's budget.
+                        straddles = self.period_known.is_none_or(|known| known < window.period);
                         match self.store {
-                            Some(_) if urgent => report = Some(window),
+                            Some(_) if urgent || straddles => report = Some(window),
                             Some(link) => link.store.queue(&link.name, window),
                             None => {}
                         }
@@ -838,10 +853,12 @@ impl Permit<'_> {
             (wake, retry_after, quiet, urgent, quota, clock_offset)
         };
         shared.wake(wake);
-        let tell = urgent.then(|| {
+        let tell = (urgent || straddles).then(|| {
             let outcome = match quiet_until {
                 Some(until) => Outcome::Quiet(until.saturating_duration_since(Instant::now())),
-                None => Outcome::Normal,
+                None if urgent => Outcome::Normal,
+                // An answer to an older request never ends the fleet's probe.
+                None => Outcome::Nothing,
             };
             (report, outcome)
         });

@@ -37,7 +37,9 @@
 -- requests admitted after it are taken off, since they went out after it and may not be
 -- counted yet. A window already open counts every admission itself, and a report only ever
 -- lowers it (spending the store did not see: an instance while Redis was down, a client
--- without it).
+-- without it). A request admitted before the one that opened the window can still reach the
+-- service after it (the replies of a slow Redis come back 50 to 300 ms apart): its answer, with
+-- less left than the opener's, is the window's to spend too.
 --
 -- Windows are told apart by their period, never by their limit: a minute and a day may share
 -- one, and a service may report another limit with each answer. At most MAX_WINDOWS are kept,
@@ -47,8 +49,9 @@
 -- normal answer came since), 'probe' (an instance probes until), 'gone' =
 -- '<period>:<resolved>' (the latest period that ended here: a late report of it or of an
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
--- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>' for each
--- window (leased: when the last lease taken from it ends).
+-- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>:<by>:<at>'
+-- for each window (leased: when the last lease taken from it ends; by and at: the admission
+-- whose report opened it, and what that report had left).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe (seq: the admission
 -- number), {1, ms} hold for the cooldown,
@@ -110,11 +113,13 @@ for i = 1, #fields, 2 do
   else
     -- What cannot be read is left out: with no window open, the state is unknown.
     local period = string.match(field, '^p:(%d+)$')
-    local limit, left, ends, leased = string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*)$')
+    local limit, left, ends, leased, by, at =
+      string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*):?(%d*):?(%d*)$')
     if period and limit then
       windows[#windows + 1] = {
         period = tonumber(period), limit = tonumber(limit), left = tonumber(left),
-        ends = tonumber(ends), leased = tonumber(leased) or 0,
+        ends = tonumber(ends), leased = tonumber(leased) or 0, by = tonumber(by) or 0,
+        at = tonumber(at) or 0,
       }
     end
   end
@@ -175,12 +180,19 @@ for i = 10, #ARGV - 4, 5 do
       end
     end
     if found then
+      -- Admitted before the opener and counted after it: in neither what the opener had left
+      -- nor the admissions after it.
+      if admitted > 0 and admitted < found.by and left < found.at then
+        found.left = found.left - 1
+      end
       -- Answers arrive out of order: the lowest report wins, never a higher one.
       found.limit = math.min(found.limit, limit)
       found.left = math.min(found.left, left)
       found.ends = math.max(found.ends, now + ends_in)
     else
+      local by, at = 0, left
       if admitted > 0 and admitted <= seq then
+        by = admitted
         left = left - (seq - admitted)
       end
       if #windows == MAX_WINDOWS then
@@ -194,7 +206,8 @@ for i = 10, #ARGV - 4, 5 do
         table.remove(windows, first)
       end
       windows[#windows + 1] = {
-        period = period, limit = limit, left = left, ends = now + ends_in, leased = 0,
+        period = period, limit = limit, left = left, ends = now + ends_in, leased = 0, by = by,
+        at = at,
       }
     end
   end
@@ -295,7 +308,7 @@ if gone > 0 or not resolved then
 end
 for _, w in ipairs(windows) do
   out[#out + 1] = 'p:' .. string.format('%d', w.period)
-  out[#out + 1] = string.format('%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased)
+  out[#out + 1] = string.format('%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at)
   last = math.max(last, w.ends)
 end
 if #out > 2 or seq > 0 then

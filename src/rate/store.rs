@@ -112,8 +112,13 @@ impl Exchange {
     }
 }
 
-/// The most window reports kept for one state; the specification has two windows.
+/// The most windows whose reports, and the most leases given back, kept for one state; the
+/// specification has two windows.
 const MAX_PENDING: usize = 4;
+
+/// The most reports kept for one state: one per answer numbered by the store, so that the
+/// store can tell each answer counted after the one that opened its window.
+const MAX_REPORTS: usize = 16;
 
 /// The most states whose reports wait for the store at once.
 const MAX_UNSENT: usize = 64;
@@ -122,7 +127,8 @@ const MAX_UNSENT: usize = 64;
 /// takes it, so that neither a cancelled call nor a store that did not answer in time loses it.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Unsent {
-    /// The newest and lowest report of each window.
+    /// The reports of each window, the lowest first: one per answer the store numbered while
+    /// there is room, otherwise merged into the lowest.
     windows: Vec<WindowReport>,
     /// The end of the longest quiet responses asked for.
     quiet_until: Option<Instant>,
@@ -134,6 +140,18 @@ pub(crate) struct Unsent {
     admitted_here: u64,
     /// Leased requests not spent.
     returns: Vec<Return>,
+}
+
+/// Whether `report` says less is left than `than`, of one window. The store takes off the
+/// admissions after each report's own: of two answers numbered by it, the lower sum says less is
+/// left. The service's numbers can be anything: the sums saturate.
+fn lower(report: &WindowReport, than: &WindowReport) -> bool {
+    if report.admitted > 0 && than.admitted > 0 {
+        report.remaining.saturating_add(report.admitted)
+            < than.remaining.saturating_add(than.admitted)
+    } else {
+        report.remaining < than.remaining
+    }
 }
 
 impl Unsent {
@@ -150,29 +168,44 @@ impl Unsent {
         unsent
     }
 
-    /// Keeps the newest and lowest report of each window.
+    /// Keeps `report`: the store opens a window from its first report, so the lowest goes
+    /// first.
     fn queue(&mut self, report: WindowReport) {
-        match self.windows.iter_mut().find(|w| w.period == report.period) {
-            Some(window) => {
-                // The store takes off the admissions after each report's own: of two answers
-                // numbered by it, the lower sum says less is left. The service's numbers can be
-                // anything: the sums saturate.
-                let lower = if window.admitted > 0 && report.admitted > 0 {
-                    report.remaining.saturating_add(report.admitted)
-                        < window.remaining.saturating_add(window.admitted)
-                } else {
-                    report.remaining < window.remaining
-                };
-                if lower {
-                    *window = report;
+        let Some(first) = self.windows.iter().position(|w| w.period == report.period) else {
+            let periods = self
+                .windows
+                .iter()
+                .map(|w| w.period)
+                .collect::<HashSet<_>>();
+            if periods.len() == MAX_PENDING {
+                let oldest = self.windows[0].period;
+                self.windows.retain(|w| w.period != oldest);
+            } else if self.windows.len() == MAX_REPORTS {
+                // Fewer windows than reports: the last one kept apart makes room.
+                let apart = self.windows.iter().enumerate().rposition(|(i, w)| {
+                    self.windows[..i]
+                        .iter()
+                        .any(|before| before.period == w.period)
+                });
+                if let Some(apart) = apart {
+                    self.windows.remove(apart);
                 }
             }
-            None => {
-                if self.windows.len() == MAX_PENDING {
-                    self.windows.remove(0);
-                }
-                self.windows.push(report);
-            }
+            self.windows.push(report);
+            return;
+        };
+        let lower = lower(&report, &self.windows[first]);
+        let kept_apart = report.admitted > 0
+            && self.windows.len() < MAX_REPORTS
+            && !self
+                .windows
+                .iter()
+                .any(|w| w.period == report.period && w.admitted == report.admitted);
+        match (kept_apart, lower) {
+            (true, true) => self.windows.insert(first, report),
+            (true, false) => self.windows.push(report),
+            (false, true) => self.windows[first] = report,
+            (false, false) => {}
         }
     }
 
@@ -717,13 +750,47 @@ mod tests {
         unsent.queue(report(u64::MAX - 1, 7));
         unsent.queue(report(3, 2));
         assert_eq!(
-            unsent
-                .windows
-                .iter()
-                .map(|w| w.remaining)
-                .collect::<Vec<_>>(),
-            [3],
-            "expected one report of the period, the lowest"
+            remaining(&unsent),
+            [3, u64::MAX, u64::MAX - 1],
+            "expected each answer's report, the lowest first"
+        );
+    }
+
+    fn remaining(unsent: &Unsent) -> Vec<u64> {
+        unsent.windows.iter().map(|w| w.remaining).collect()
+    }
+
+    /// Issue 21, a slow Redis: the store counts an answer after its window's opener only if it
+    /// hears of it, so the answers between two round trips are not merged into one report.
+    #[test]
+    fn each_numbered_answer_is_reported_the_lowest_first_within_a_bound() {
+        let mut unsent = Unsent::default();
+        unsent.queue(report(50, 4));
+        unsent.queue(report(52, 2));
+        unsent.queue(report(49, 3));
+        unsent.queue(report(49, 3));
+        assert_eq!(
+            remaining(&unsent),
+            [49, 50, 52],
+            "expected one report per answer, the lowest first (it opens the window)"
+        );
+        for n in 10..40 {
+            unsent.queue(report(100 - n, n));
+        }
+        unsent.queue(report(0, 0));
+        assert_eq!(unsent.windows.len(), MAX_REPORTS);
+        assert_eq!(
+            unsent.windows[0].remaining, 0,
+            "expected an unnumbered report merged into the first, the lowest"
+        );
+        let mut next = report(7, 1);
+        next.period = 2_000;
+        unsent.queue(next);
+        assert_eq!(unsent.windows.len(), MAX_REPORTS);
+        assert_eq!(
+            unsent.windows.last(),
+            Some(&next),
+            "a new window's report makes room"
         );
     }
 }
