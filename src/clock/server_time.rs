@@ -119,7 +119,8 @@ const AHEAD_TO_STEP: u32 = 16;
 /// windows are then placed no later than they end. Of backends whose clocks disagree behind
 /// one limiter, the one furthest behind is kept: a backend ahead cannot bring a window's end
 /// forward. A clock stepping back is followed at once; one stepping forward after
-/// [`AHEAD_TO_STEP`] answers, or once the reading kept is [`READING_KEPT_FOR`] old.
+/// [`AHEAD_TO_STEP`] answers ahead in a row, or once no answer has agreed with the reading
+/// kept for [`READING_KEPT_FOR`].
 #[derive(Debug, Default)]
 pub(crate) struct ServerClock {
     /// The `Date` value last seen, so that it is parsed only when it changes.
