@@ -66,6 +66,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     RESET_IN_SECONDS_FROM_BACKENDS_APART,
     HALF_ANSWERED_AHEAD,
     HALF_CANCELLED,
+    HELD_BY_A_FIRST_503,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -106,6 +107,8 @@ const RESET_IN_SECONDS_FROM_BACKENDS_APART: &str =
 const HALF_ANSWERED_AHEAD: &str =
     "32 independent instances, half of them answered by a backend 2 s ahead, 60 s windows";
 const HALF_CANCELLED: &str = "32 independent instances, half the calls cancelled, 5 s windows";
+const HELD_BY_A_FIRST_503: &str =
+    "32 independent instances, one held 4 s by a first 503, 5 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -209,6 +212,11 @@ async fn thirty_two_independent_instances_half_of_them_answered_by_a_backend_ahe
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_half_of_whose_calls_are_cancelled() {
     check([cell(HALF_CANCELLED)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_one_held_by_a_first_503() {
+    check([cell(HELD_BY_A_FIRST_503)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
