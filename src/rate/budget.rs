@@ -252,11 +252,19 @@ impl Budgets {
         self.rank
             .get_or_insert(quota.limit.saturating_sub(quota.remaining));
         let reset = quota.reset.timestamp();
+        let mut reset_at = reset_at;
         // A period that was over when the answer arrived says nothing about the next. One
         // this process keeps is still counting, though its `Date` says over: a backend whose
         // clock runs ahead of the limiter's dated it, and what it spent is this period's.
         if reset_at <= at && !self.windows.iter().any(|w| w.names(reset)) {
-            return;
+            // So is one over before its request was sent: the service counted the request
+            // in it, so the answering backend's clock runs ahead, and the period ends later
+            // than its `Date` says, by up to the second a `Date` is truncated to. Left
+            // unknown, every request would go as a probe, one after another, unpaced.
+            if own.answered_sent_at.is_none_or(|sent| sent < reset_at) {
+                return;
+            }
+            reset_at = clock::after_from(at, RETRY_AFTER_ROUNDING);
         }
         let watched = std::mem::replace(&mut self.watched, true);
         // Any other window whose period had ended is resolved: the headers show the window
@@ -880,6 +888,42 @@ mod tests {
             fresh.known(t0),
             Known::Unknown,
             "a period no answer placed before says nothing when over on arrival"
+        );
+    }
+
+    /// Found by the simulation explorer's soak (seed 14750, 32 instances, backends a second
+    /// ahead of the limiter): an answer dated after its period's end, to a request sent after
+    /// that end too, was ignored; the process knew no budget and sent probe after probe.
+    #[test]
+    fn an_answer_to_a_request_sent_after_its_periods_end_places_the_end_a_second_later() {
+        let t0 = Instant::now();
+        let sent_after_end = Own {
+            answered_sent_at: Some(t0),
+            ..own(1, 1)
+        };
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 80, 1_000), t0, t0, sent_after_end);
+        let known = budget(&budgets, t0);
+        assert_eq!(
+            (known.remaining, known.windows()[0].reset_at),
+            (80, t0 + secs(1))
+        );
+        let mut late = Budgets::default();
+        let sent_before_end = Own {
+            answered_sent_at: Some(t0),
+            ..own(1, 1)
+        };
+        let answered = t0 + secs(2);
+        late.report(
+            quota(96, 80, 1_000),
+            t0 + secs(1),
+            answered,
+            sent_before_end,
+        );
+        assert_eq!(
+            late.known(answered),
+            Known::Unknown,
+            "a late answer to a request sent before the end says nothing"
         );
     }
 

@@ -455,6 +455,25 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 14750): the first window had less than a
+    // second left, and two of three backends, a second ahead of the limiter, dated every
+    // answer after its end; each instance they answered took the window for over, knew no
+    // budget, and sent one probe after another, unpaced, until the window was spent.
+    cells.push(Cell {
+        tasks: 4,
+        offset: 155,
+        per_minute: 96,
+        minute: 2,
+        windows: 4,
+        backends: vec![1, 1, -1],
+        faults: vec![Fault::latency(Duration::from_millis(296)).fraction(0.1)],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, 2 of 3 backends 1 s ahead, a first window of under a second",
+            32,
+        )
+    });
     cells
 }
 
