@@ -68,6 +68,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     HALF_CANCELLED,
     HELD_BY_A_FIRST_503,
     FIRST_WINDOW_OVER_BY_BACKENDS_AHEAD,
+    STEP_BY_WHOLE_PERIODS,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -112,6 +113,8 @@ const HELD_BY_A_FIRST_503: &str =
     "32 independent instances, one held 4 s by a first 503, 5 s windows";
 const FIRST_WINDOW_OVER_BY_BACKENDS_AHEAD: &str =
     "32 independent instances, 2 of 3 backends 1 s ahead, a first window of under a second";
+const STEP_BY_WHOLE_PERIODS: &str =
+    "32 independent instances, the clock steps two whole 10 s periods forward";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -225,6 +228,11 @@ async fn thirty_two_independent_instances_one_held_by_a_first_503() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_whose_first_window_backends_ahead_date_over() {
     check([cell(FIRST_WINDOW_OVER_BY_BACKENDS_AHEAD)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_through_a_step_of_whole_periods() {
+    check([cell(STEP_BY_WHOLE_PERIODS)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

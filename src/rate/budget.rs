@@ -108,6 +108,8 @@ struct Window {
     highest: u64,
     lowest: u64,
     reports: u32,
+    /// When the request of the report that showed `lowest` was sent.
+    lowest_sent: Instant,
     /// The first report of the period: its `remaining`, when it arrived, and this process's
     /// own requests then.
     first: u64,
@@ -276,8 +278,28 @@ impl Budgets {
                 // backend whose clock runs ahead cannot bring the end forward.
                 window.reset_at = window.reset_at.max(reset_at);
                 window.limit = window.limit.min(quota.limit);
+                let sent = own.answered_sent_at.unwrap_or(at);
+                if quota.remaining > window.lowest && sent > window.lowest_sent {
+                    // More left than an answer to an earlier request showed: the limiter
+                    // started the period afresh (its clock stepped forward by whole periods,
+                    // or the plan grew). What is left stays the least seen, the careful
+                    // reading; the fleet is reckoned afresh from here, for the falls before
+                    // belong to the period before, though never below the fleet this
+                    // process reckoned then.
+                    window.began_with = window.began_with.max(self.instances);
+                    window.first = quota.remaining;
+                    window.first_at = at;
+                    window.first_own = own;
+                    window.highest = quota.remaining;
+                    window.lowest = quota.remaining;
+                    window.lowest_sent = sent;
+                    window.reports = 0;
+                }
                 window.remaining = window.remaining.min(quota.remaining);
                 let lowest_before = window.lowest;
+                if quota.remaining < window.lowest {
+                    window.lowest_sent = sent;
+                }
                 window.lowest = window.lowest.min(quota.remaining);
                 window.highest = window.highest.max(quota.remaining);
                 window.reports += 1;
@@ -299,9 +321,12 @@ impl Budgets {
                 }
                 let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
                 let answered = f64::from(window.reports - 1);
-                self.instances = (others_and_own / answered)
-                    .max(window.began_with)
-                    .clamp(1.0, MAX_INSTANCES);
+                let falls = if answered > 0.0 {
+                    others_and_own / answered
+                } else {
+                    1.0
+                };
+                self.instances = falls.max(window.began_with).clamp(1.0, MAX_INSTANCES);
                 // Others who spent the key once may only be waiting their turn, which can
                 // come as late as the end of the period they were seen in: alone again only
                 // after it, and after many falls in a row that this process's requests
@@ -360,6 +385,7 @@ impl Budgets {
                     highest: quota.remaining,
                     lowest: quota.remaining,
                     reports: 1,
+                    lowest_sent: own.answered_sent_at.unwrap_or(at),
                     first: quota.remaining,
                     first_at: at,
                     last_at: at,
@@ -925,6 +951,42 @@ mod tests {
             Known::Unknown,
             "a late answer to a request sent before the end says nothing"
         );
+    }
+
+    /// Found by the simulation explorer's soak (seed 18652, 32 instances): the service's clock
+    /// stepped forward by two whole periods, so that a fresh period ended where the spent one
+    /// had; its answers read as the old period's, whose least `remaining` stayed the lowest,
+    /// and the falls of the new one were counted from there: a fleet of 32 reckoned as 8.
+    #[test]
+    fn a_period_started_afresh_under_the_same_end_is_reckoned_afresh_and_carefully() {
+        let t0 = Instant::now();
+        let end = t0 + secs(10);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let sent_at = |sent: u64, ms: u64| Own {
+            answered_sent_at: Some(at(ms)),
+            ..own(sent, 1)
+        };
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 95, 1_000), end, at(0), sent_at(1, 0));
+        budgets.report(quota(96, 63, 1_000), end, at(1), sent_at(2, 1));
+        assert_eq!(budgets.instances(), 32.0);
+        budgets.report(quota(96, 95, 1_000), end, at(5_000), sent_at(3, 5_000));
+        budgets.report(quota(96, 82, 1_000), end, at(6_000), sent_at(4, 6_000));
+        budgets.report(quota(96, 57, 1_000), end, at(7_000), sent_at(5, 7_000));
+        assert_eq!(
+            budgets.instances(),
+            32.0,
+            "expected the fleet reckoned before the period started afresh to stay the least"
+        );
+        assert_eq!(
+            budget(&budgets, at(7_000)).remaining,
+            57,
+            "what is left stays the least seen"
+        );
+        // An earlier request's answer arriving late with more left changes nothing.
+        budgets.report(quota(96, 70, 1_000), end, at(7_100), sent_at(5, 6_500));
+        assert_eq!(budget(&budgets, at(7_100)).remaining, 57);
+        assert_eq!(budgets.instances(), 32.0);
     }
 
     /// Found by the simulation explorer (seed 1697, 16 instances started apart): a process

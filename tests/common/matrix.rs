@@ -474,6 +474,29 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 18652): the service's clock stepped 20 s
+    // forward, two whole 10 s periods, so that a fresh period ended where the spent one had,
+    // its reset given in seconds; instances took its answers for the old period's, counted
+    // its falls from the old period's least `remaining`, and reckoned a fleet of 32 as 8.
+    cells.push(Cell {
+        tasks: 1,
+        per_minute: 96,
+        minute: 10,
+        windows: 3,
+        per_day: 224,
+        day: 20,
+        quota_fields: QuotaFields::ResetInSeconds,
+        clock_step: Some(ClockStep {
+            after: Duration::from_millis(3_294),
+            by: 20,
+        }),
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, the clock steps two whole 10 s periods forward",
+            32,
+        )
+    });
     cells
 }
 
