@@ -69,6 +69,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     HELD_BY_A_FIRST_503,
     FIRST_WINDOW_OVER_BY_BACKENDS_AHEAD,
     STEP_BY_WHOLE_PERIODS,
+    EARLY_CALLERS_OF_A_PERIOD,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -115,6 +116,8 @@ const FIRST_WINDOW_OVER_BY_BACKENDS_AHEAD: &str =
     "32 independent instances, 2 of 3 backends 1 s ahead, a first window of under a second";
 const STEP_BY_WHOLE_PERIODS: &str =
     "32 independent instances, the clock steps two whole 10 s periods forward";
+const EARLY_CALLERS_OF_A_PERIOD: &str =
+    "32 independent instances, every answer 163 ms late, 2 s windows and a 10 s day";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -233,6 +236,11 @@ async fn thirty_two_independent_instances_whose_first_window_backends_ahead_date
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_through_a_step_of_whole_periods() {
     check([cell(STEP_BY_WHOLE_PERIODS)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_some_calling_early_in_each_period() {
+    check([cell(EARLY_CALLERS_OF_A_PERIOD)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

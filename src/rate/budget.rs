@@ -73,6 +73,13 @@ pub(crate) struct Budgets {
     /// How many instances share the key, as this process reckons from the budget falling
     /// faster than its own requests explain; at least 1.
     instances: f64,
+    /// The fleet the reports of the latest period showed, by themselves.
+    measured: f64,
+    /// What the period before showed: the fleet is taken to be still there through the next
+    /// period. Instances that do not know of each other wait out a possible `Retry-After`
+    /// as a period begins, and one that starts before them would otherwise reckon the fleet
+    /// from the few it sees spending and take the others' shares (soak seed 25369).
+    carried: f64,
     /// Every report so far is explained by this process's own requests: no other instance is
     /// seen spending the key.
     alone: bool,
@@ -236,6 +243,8 @@ impl Default for Budgets {
         Self {
             windows: Vec::with_capacity(MAX_WINDOWS),
             instances: 1.0,
+            measured: 1.0,
+            carried: 1.0,
             alone: true,
             explained_in_a_row: 0,
             others_until: None,
@@ -326,7 +335,8 @@ impl Budgets {
                 } else {
                     1.0
                 };
-                self.instances = falls.max(window.began_with).clamp(1.0, MAX_INSTANCES);
+                self.measured = falls.max(window.began_with).clamp(1.0, MAX_INSTANCES);
+                self.instances = self.measured.max(self.carried);
                 // Others who spent the key once may only be waiting their turn, which can
                 // come as late as the end of the period they were seen in: alone again only
                 // after it, and after many falls in a row that this process's requests
@@ -341,6 +351,8 @@ impl Budgets {
                 }
                 if self.alone {
                     self.instances = 1.0;
+                    self.measured = 1.0;
+                    self.carried = 1.0;
                 }
             }
             None => {
@@ -371,10 +383,12 @@ impl Budgets {
                     quota.remaining <= quota.limit / RESERVE_SHARE
                         && reset_at.saturating_duration_since(at) <= RESERVE_WITHIN
                 };
+                self.carried = self.measured;
                 let mut began_with = 1.0;
                 if spent_before > own_most && others_at_start {
                     self.others_seen(reset_at);
                     began_with = spent_before as f64 / own_most as f64;
+                    self.measured = began_with.clamp(1.0, MAX_INSTANCES);
                     self.instances = self.instances.max(began_with).clamp(1.0, MAX_INSTANCES);
                 }
                 self.windows.push(Window {
@@ -682,7 +696,7 @@ mod tests {
     }
 
     #[test]
-    fn others_spending_raises_the_fleet_estimate() {
+    fn others_spending_raises_the_fleet_estimate_and_a_period_of_fewer_lowers_it() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 59, 1_000), t0 + secs(60), t0, Own::default());
@@ -691,19 +705,14 @@ mod tests {
         budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0, Own::default());
         budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0, Own::default());
         assert_eq!(budgets.instances(), 4.0);
-        // Alone again in the next period.
-        budgets.report(
-            quota(60, 59, 1_060),
-            t0 + secs(120),
-            t0 + secs(61),
-            Own::default(),
-        );
-        budgets.report(
-            quota(60, 58, 1_060),
-            t0 + secs(120),
-            t0 + secs(61),
-            Own::default(),
-        );
+        // One fall an answer: the others are taken to be there through the next period, and
+        // the period after it is reckoned by its own falls.
+        for (reset, begins) in [(1_060, 61), (1_120, 121)] {
+            let end = t0 + secs(begins + 59);
+            let at = t0 + secs(begins);
+            budgets.report(quota(60, 59, reset), end, at, Own::default());
+            budgets.report(quota(60, 58, reset), end, at, Own::default());
+        }
         assert_eq!(budgets.instances(), 1.0);
     }
 
@@ -849,6 +858,37 @@ mod tests {
             32.0,
             "expected the fall that showed the others to count, not the burst before it"
         );
+    }
+
+    /// Found by the simulation explorer's soak (seed 25369, 32 instances, every answer 163 ms
+    /// late): as a period began, the others waited out a possible `Retry-After`, and an
+    /// instance that called early saw only the falls of the few like it, reckoned the fleet at
+    /// 3 to 5 and spent the others' shares.
+    #[test]
+    fn a_fleet_seen_in_one_period_is_reckoned_through_the_next() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let end = t0 + secs(2);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 95, 1_000), end, t0, own(1, 1));
+        budgets.report(quota(96, 63, 1_000), end, t0 + ms(200), own(2, 1));
+        assert_eq!(budgets.instances(), 32.0);
+        // The next period: its own first request counted, then five of the few early ones.
+        let next = end + secs(2);
+        budgets.report(quota(96, 95, 1_002), next, end, own(3, 1));
+        budgets.report(quota(96, 90, 1_002), next, end + ms(500), own(4, 1));
+        assert_eq!(
+            budgets.instances(),
+            32.0,
+            "expected the fleet of the period before, not the five seen early in this one"
+        );
+        // 16 falls an answer over this period: the fleet is 16 from the next period on.
+        budgets.report(quota(96, 63, 1_002), next, end + ms(900), own(5, 1));
+        assert_eq!(budgets.instances(), 32.0);
+        let after = next + secs(2);
+        budgets.report(quota(96, 95, 1_004), after, next, own(6, 1));
+        budgets.report(quota(96, 79, 1_004), after, next + ms(500), own(7, 1));
+        assert_eq!(budgets.instances(), 16.0, "expected a smaller fleet to be followed");
     }
 
     /// Found by the simulation explorer's soak (seed 3226, 16 instances, every answer 429 ms
