@@ -1,6 +1,6 @@
 //! What calls record through the `metrics` facade (the `metrics` feature), read from
 //! `metrics-util`'s debugging recorder set as each test's own, against the sandbox on tokio's
-//! paused clock.
+//! paused clock; with the `redis` feature too, through a real `redis-server` on the real clock.
 
 mod common;
 
@@ -230,4 +230,49 @@ async fn each_window_keeps_the_remaining_and_limit_it_last_reported() {
         .filter(|(name, _)| name.starts_with("petstore.client.quota."))
         .count();
     assert_eq!(series, 4, "expected two windows, no other: {recorded:#?}");
+}
+
+/// `petstore.client.store.live` says whether the fleet's shared state answers: 1 after a call
+/// that Redis admitted, 0 after one that found it gone (killed, as a crash would). On the real
+/// clock, a Redis round trip being real I/O, and on one thread, whose recorder this is.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn the_shared_store_is_recorded_live_while_redis_answers_and_not_once_it_is_gone() {
+    use common::redis_server::RedisServer;
+    use petstore_client::RedisState;
+
+    const LIVE: &str = "petstore.client.store.live";
+    const INSTANCES: &str = "petstore.client.instances";
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let mut redis = RedisServer::start();
+    let sandbox = common::sandbox_builder()
+        .key(API_KEY, Plan::Pro)
+        .start()
+        .await
+        .unwrap();
+    let client = common::builder_at(sandbox.base_url())
+        .rate_limit_scope(RateLimitScope::Client)
+        .shared_state(RedisState::new(&redis.url()).unwrap())
+        .build()
+        .unwrap();
+    let server = labels(&sandbox, &[]);
+
+    // One call alone: admitted by Redis, with no lease that a later call could spend
+    // without asking it.
+    client.list_pets().send().await.unwrap();
+    let recorded = read(&snapshotter);
+    assert_eq!(gauge(&recorded, LIVE, server.clone()), 1.0);
+    assert_eq!(gauge(&recorded, INSTANCES, server.clone()), 1.0);
+
+    redis.kill();
+    client
+        .list_pets()
+        .send()
+        .await
+        .expect("calls go on without Redis");
+    let recorded = read(&snapshotter);
+    assert_eq!(gauge(&recorded, LIVE, server.clone()), 0.0);
+    assert_eq!(gauge(&recorded, INSTANCES, server), 1.0);
 }

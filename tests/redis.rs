@@ -14,12 +14,14 @@ use std::time::{Duration, SystemTime};
 use common::Captured;
 use common::matrix::successes_per_window;
 use common::redis_fleet::{
-    KEY, TASKS, WINDOW, assert_safe, config_set, hammer, instance, limited, redis_connection,
-    sandbox, script_calls, states,
+    KEY, TASKS, WINDOW, assert_safe, config_set, hammer, instance, instance_builder, limited,
+    redis_connection, sandbox, script_calls, states,
 };
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
-use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RedisState, RetryPolicy};
+use petstore_client::{
+    Error, HoldCause, Pacing, PetStoreClient, RateLimitScope, RedisState, RetryPolicy,
+};
 use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
 use tokio::time::Instant;
 
@@ -257,6 +259,80 @@ async fn localhost_and_127_0_0_1_on_one_port_share_one_state() {
         1,
         "expected only the first request to reach the service, it saw {log:?}"
     );
+}
+
+/// Issue 22: a call held by the fleet's shared state says so in its `CallInfo`. One instance
+/// meets a 429; another, which learns of it only from Redis, waits out the rest of the
+/// `Retry-After` as `HoldCause::SharedStore`, then sends its one request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_held_by_redis_reports_the_shared_store_as_its_hold_cause() {
+    // Two tests of this binary capture logs: see `common::install_log_capture`.
+    common::install_log_capture();
+    const RETRY_AFTER: Duration = Duration::from_secs(3);
+    // The longest a store's answer is waited for: 8 times its default timeout of 250 ms.
+    const MOST_STORE_WAIT: Duration = Duration::from_secs(2);
+    let redis = RedisServer::start();
+    let sandbox = sandbox(1_000, 1_000_000, Duration::from_secs(86_400)).await;
+    sandbox.inject(
+        Fault::status(429)
+            .retry_after(RETRY_AFTER.as_secs())
+            .times(1),
+    );
+    let first = impatient(sandbox.base_url().as_str(), &redis.url());
+    let sent = Instant::now();
+    let limited = first.list_pets().limit(1).send().await.unwrap_err();
+    assert_eq!(limited.status().map(|s| s.as_u16()), Some(429), "{limited}");
+    // The other instance can learn of the 429 only once Redis holds it.
+    if let Err(fields) = cooldown_in_redis(&redis).await {
+        panic!("expected the 429's cooldown in Redis, the state holds {fields:?}");
+    }
+    let other = instance_builder(&sandbox, 1)
+        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(30)))
+        .shared_state(RedisState::new(&redis.url()).unwrap())
+        .build()
+        .unwrap();
+    let asked = Instant::now();
+    let response = other
+        .list_pets()
+        .limit(1)
+        .send_with_meta()
+        .await
+        .expect("the other instance is served after the cooldown");
+
+    let call = response.call_info();
+    // The cooldown ends no sooner than `RETRY_AFTER` after the 429's request was sent.
+    let remaining = RETRY_AFTER.saturating_sub(asked - sent);
+    println!(
+        "held {:?} ({:?}) of at least {remaining:?} left of the Retry-After; the call took {:?}",
+        call.held(),
+        call.hold_cause(),
+        call.elapsed()
+    );
+    assert_eq!(
+        call.hold_cause(),
+        Some(HoldCause::SharedStore),
+        "expected the call held by Redis, got {call:?}"
+    );
+    assert_eq!(call.attempts(), 1, "{call:?}");
+    // On the real clock, loose bounds only: the hold lies within the call, and lasted from
+    // Redis's answer, at most `MOST_STORE_WAIT` into the call, to the cooldown's end.
+    assert!(
+        call.held() > Duration::ZERO && call.held() <= call.elapsed(),
+        "expected a hold within the call, got {call:?}"
+    );
+    assert!(
+        call.held() + MOST_STORE_WAIT >= remaining,
+        "expected the call held until the cooldown's end, {remaining:?} away at least, \
+         got {call:?}"
+    );
+    let log = sandbox.request_log();
+    assert_eq!(
+        log.len(),
+        2,
+        "expected the 429 and one request, got {log:?}"
+    );
+    assert_eq!(sandbox.stats().during_cooldown(), 0, "{log:?}");
+    assert_safe(&log, sandbox.stats().bans());
 }
 
 /// An instance of its own at `base_url`, through the Redis at `redis_url`, which sends each request once and
