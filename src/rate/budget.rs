@@ -131,6 +131,12 @@ struct Window {
     /// sends a request as a period begins, then waits its turn, so the falls later answers
     /// show between this process's requests may hide them.
     began_with: f64,
+    /// The fleet that what was spent of a short window before this process's first answer
+    /// would make, had others spent it. A new process cannot tell others from its own
+    /// earlier runs, so it counts them only once it sees others spend the key: one that
+    /// started after the fleet had spent two thirds of a window, and whose requests alone
+    /// spent it for a moment, otherwise reckoned the fleet of 32 at 2 (soak seed 40805).
+    before_first: f64,
     /// How long the window is, as reckoned at its first report (see [`window_length`]).
     #[cfg(feature = "metrics")]
     length: Duration,
@@ -327,6 +333,7 @@ impl Budgets {
                     // would otherwise average the fleet down to about one instance.
                     window.highest = lowest_before.max(quota.remaining);
                     window.reports = 2;
+                    window.began_with = window.began_with.max(window.before_first);
                 }
                 let others_and_own = window.highest.saturating_sub(window.lowest) as f64;
                 let answered = f64::from(window.reports - 1);
@@ -377,14 +384,19 @@ impl Budgets {
                 // tells, unless a short window is down to its reserve. Then a new process
                 // takes the spend for others' too, since more processes starting like it
                 // would each spend a request of the reserve before any answer could tell.
+                let short = reset_at.saturating_duration_since(at) <= RESERVE_WITHIN;
                 let others_at_start = if watched {
                     spent_before <= quota.limit / 2
                 } else {
-                    quota.remaining <= quota.limit / RESERVE_SHARE
-                        && reset_at.saturating_duration_since(at) <= RESERVE_WITHIN
+                    quota.remaining <= quota.limit / RESERVE_SHARE && short
                 };
                 self.carried = self.measured;
                 let mut began_with = 1.0;
+                let before_first = if !watched && short {
+                    (spent_before as f64 / own_most as f64).clamp(1.0, MAX_INSTANCES)
+                } else {
+                    1.0
+                };
                 if spent_before > own_most && others_at_start {
                     self.others_seen(reset_at);
                     began_with = spent_before as f64 / own_most as f64;
@@ -406,6 +418,7 @@ impl Budgets {
                     as_of: own.answered_sent_at.unwrap_or(at),
                     first_own: own,
                     began_with,
+                    before_first,
                     #[cfg(feature = "metrics")]
                     length: window_length(reset_at.saturating_duration_since(at)),
                 });
@@ -889,6 +902,37 @@ mod tests {
         budgets.report(quota(96, 95, 1_004), after, next, own(6, 1));
         budgets.report(quota(96, 79, 1_004), after, next + ms(500), own(7, 1));
         assert_eq!(budgets.instances(), 16.0, "expected a smaller fleet to be followed");
+    }
+
+    /// Found by the simulation explorer's soak (seed 40805, 32 instances, half the calls
+    /// cancelled): a process whose first answer found two thirds of a 5 s window spent took
+    /// that for its own earlier runs, as a new process must, and still did once its falls
+    /// showed others, reckoning the fleet at 2 from the few falls per answer it then saw.
+    #[test]
+    fn a_new_process_counts_what_was_spent_before_it_once_it_sees_others() {
+        let t0 = Instant::now();
+        let end = t0 + secs(5);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 33, 1_000), end, t0, own(2, 1));
+        for sent in 3..=6 {
+            budgets.report(quota(96, 35 - sent, 1_000), end, t0, own(sent, 1));
+        }
+        assert!(budgets.alone(), "expected falls its own requests explain to keep it alone");
+        budgets.report(quota(96, 27, 1_000), end, t0 + secs(1), own(7, 1));
+        assert!(!budgets.alone());
+        assert_eq!(
+            budgets.instances(),
+            63.0,
+            "expected the 63 spent before its first answer taken for others' once others show"
+        );
+        // A window that ends beyond a minute (a day that binds) says nothing of a fleet.
+        let mut day = Budgets::default();
+        let day_end = t0 + secs(3_600);
+        day.report(quota(9_600, 3_300, 1_000), day_end, t0, own(2, 1));
+        day.report(quota(9_600, 3_299, 1_000), day_end, t0, own(3, 1));
+        day.report(quota(9_600, 3_297, 1_000), day_end, t0 + secs(1), own(4, 1));
+        assert!(!day.alone());
+        assert_eq!(day.instances(), 2.0);
     }
 
     /// Found by the simulation explorer's soak (seed 3226, 16 instances, every answer 429 ms
