@@ -71,6 +71,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     STEP_BY_WHOLE_PERIODS,
     EARLY_CALLERS_OF_A_PERIOD,
     LATE_STARTER_AFTER_A_CANCEL,
+    EARLY_CALLER_AT_ITS_OWN_PACE,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -119,6 +120,8 @@ const STEP_BY_WHOLE_PERIODS: &str =
     "32 independent instances, the clock steps two whole 10 s periods forward";
 const EARLY_CALLERS_OF_A_PERIOD: &str =
     "32 independent instances, every answer 163 ms late, 2 s windows and a 10 s day";
+const EARLY_CALLER_AT_ITS_OWN_PACE: &str =
+    "32 independent instances started 235 ms apart, the first three held 18 s by a 503";
 const LATE_STARTER_AFTER_A_CANCEL: &str = "32 independent instances, half the calls cancelled, a tenth of the answers 87 ms late, IETF fields";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
@@ -248,6 +251,11 @@ async fn thirty_two_independent_instances_some_calling_early_in_each_period() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_one_starting_late_after_a_cancelled_call() {
     check([cell(LATE_STARTER_AFTER_A_CANCEL)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_one_spending_at_its_own_pace_calls_first() {
+    check([cell(EARLY_CALLER_AT_ITS_OWN_PACE)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
