@@ -124,9 +124,10 @@ struct Window {
     /// sends a request as a period begins, then waits its turn, so the falls later answers
     /// show between this process's requests may hide them.
     began_with: f64,
-    /// The fleet that what was spent of a short window before this process's first answer
-    /// would make, had others spent it. A new process cannot tell others from its own
-    /// earlier runs, so it counts them only once it sees others spend the key: one that
+    /// The fleet that what was spent of a short window before this process's first answer, if
+    /// more than half of it, would make, had others spent it. A new process cannot tell
+    /// others from its own earlier runs, so it counts them only once it sees others spend the
+    /// key (less than half spent, their falls show them soon enough): one that
     /// started after the fleet had spent two thirds of a window, and whose requests alone
     /// spent it for a moment, otherwise reckoned the fleet of 32 at 2 (soak seed 40805).
     before_first: f64,
@@ -411,7 +412,7 @@ impl Budgets {
                     })
                     .map(|end| clock::after_from(end, others_return + at.duration_since(sent) * 2));
                 let mut began_with = 1.0;
-                let before_first = if !watched && short {
+                let before_first = if !watched && short && spent_before > quota.limit / 2 {
                     (spent_before as f64 / own_most as f64).clamp(1.0, MAX_INSTANCES)
                 } else {
                     1.0
@@ -963,6 +964,15 @@ mod tests {
             63.0,
             "expected the 63 spent before its first answer taken for others' once others show"
         );
+        // Less than half spent: the instances that started with it show in the falls soon
+        // enough (counted here too, the matrix's 8 instances started together met two 429s,
+        // against none).
+        let mut third = Budgets::default();
+        third.report(quota(96, 64, 1_000), end, t0, own(2, 1));
+        third.report(quota(96, 63, 1_000), end, t0, own(3, 1));
+        third.report(quota(96, 61, 1_000), end, t0 + secs(1), own(4, 1));
+        assert!(!third.alone());
+        assert_eq!(third.instances(), 2.0);
         // A window that ends beyond a minute (a day that binds) says nothing of a fleet.
         let mut day = Budgets::default();
         let day_end = t0 + secs(3_600);
