@@ -283,16 +283,20 @@ impl Budgets {
             reset_at = clock::after_from(at, RETRY_AFTER_ROUNDING);
         }
         let watched = std::mem::replace(&mut self.watched, true);
-        // Reckoned before an ended period leaves, from the windows seen so far.
-        let others_return = RETRY_AFTER_ROUNDING + self.stagger_span();
-        // The end of the period before, by the service's clock: this process may have placed
-        // it later than this answer, from a `Date` truncated to the second.
-        let ended = self
-            .windows
-            .iter()
-            .filter(|w| w.reset < reset && !w.names(reset))
-            .map(|w| w.reset_at)
-            .max();
+        // When the others' first requests of a new period can have been answered, for one
+        // that has seen others (see `Window::counting_until`). Reckoned before an ended
+        // period leaves, from the windows seen so far; a key's only user skips it.
+        let others_answered = (watched && !self.alone).then(|| {
+            // The end of the period before, by the service's clock: this process may have
+            // placed it later than this answer, from a `Date` truncated to the second.
+            let ended = self
+                .windows
+                .iter()
+                .filter(|w| w.reset < reset && !w.names(reset))
+                .map(|w| w.reset_at)
+                .max();
+            (ended, RETRY_AFTER_ROUNDING + self.stagger_span())
+        });
         // Any other window whose period had ended is resolved: the headers show the window
         // that binds, so one not shown has at least this much left.
         self.windows.retain(|w| w.reset_at > at || w.names(reset));
@@ -404,13 +408,13 @@ impl Budgets {
                 // their place in the stagger after the end, can have been answered, as late as
                 // this answer came (twice over, for its way there and back).
                 let sent = own.answered_sent_at.unwrap_or(at);
-                let counting_until = ended
-                    .filter(|&end| {
-                        watched
-                            && !self.alone
-                            && sent < clock::after_from(end, RETRY_AFTER_ROUNDING)
-                    })
-                    .map(|end| clock::after_from(end, others_return + at.duration_since(sent) * 2));
+                let counting_until = others_answered.and_then(|(ended, others_return)| {
+                    ended
+                        .filter(|&end| sent < clock::after_from(end, RETRY_AFTER_ROUNDING))
+                        .map(|end| {
+                            clock::after_from(end, others_return + at.duration_since(sent) * 2)
+                        })
+                });
                 let mut began_with = 1.0;
                 let before_first = if !watched && short && spent_before > quota.limit / 2 {
                     (spent_before as f64 / own_most as f64).clamp(1.0, MAX_INSTANCES)
