@@ -72,6 +72,8 @@ const ONE_CELL_TESTS: &[&str] = &[
     EARLY_CALLERS_OF_A_PERIOD,
     LATE_STARTER_AFTER_A_CANCEL,
     EARLY_CALLER_AT_ITS_OWN_PACE,
+    LATE_STARTERS_AFTER_A_BURST,
+    LATE_STARTERS_INTO_A_BURST,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -123,6 +125,10 @@ const EARLY_CALLERS_OF_A_PERIOD: &str =
 const EARLY_CALLER_AT_ITS_OWN_PACE: &str =
     "32 independent instances started 235 ms apart, the first three held 18 s by a 503";
 const LATE_STARTER_AFTER_A_CANCEL: &str = "32 independent instances, half the calls cancelled, a tenth of the answers 87 ms late, IETF fields";
+const LATE_STARTERS_AFTER_A_BURST: &str =
+    "16 independent instances started 164 ms apart after one's burst, backends 2 and 3 s behind";
+const LATE_STARTERS_INTO_A_BURST: &str =
+    "32 independent instances started 182 ms apart, 2 s windows and a 4 s day";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -256,6 +262,16 @@ async fn thirty_two_independent_instances_one_starting_late_after_a_cancelled_ca
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_one_spending_at_its_own_pace_calls_first() {
     check([cell(EARLY_CALLER_AT_ITS_OWN_PACE)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_independent_instances_starting_after_one_spent_most_of_a_window() {
+    check([cell(LATE_STARTERS_AFTER_A_BURST)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_starting_into_periods_a_new_one_spent() {
+    check([cell(LATE_STARTERS_INTO_A_BURST)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
