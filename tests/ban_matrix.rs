@@ -74,6 +74,8 @@ const ONE_CELL_TESTS: &[&str] = &[
     EARLY_CALLER_AT_ITS_OWN_PACE,
     LATE_STARTERS_AFTER_A_BURST,
     LATE_STARTERS_INTO_A_BURST,
+    MOST_BACKENDS_A_SECOND_AHEAD,
+    ONE_BACKEND_A_SECOND_AHEAD,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -129,6 +131,10 @@ const LATE_STARTERS_AFTER_A_BURST: &str =
     "16 independent instances started 164 ms apart after one's burst, backends 2 and 3 s behind";
 const LATE_STARTERS_INTO_A_BURST: &str =
     "32 independent instances started 182 ms apart, 2 s windows and a 4 s day";
+const MOST_BACKENDS_A_SECOND_AHEAD: &str =
+    "32 independent instances, half the calls cancelled, 2 of 3 backends a second ahead";
+const ONE_BACKEND_A_SECOND_AHEAD: &str =
+    "32 independent instances, one of two backends a second ahead, 2 s windows";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -272,6 +278,16 @@ async fn sixteen_independent_instances_starting_after_one_spent_most_of_a_window
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_starting_into_periods_a_new_one_spent() {
     check([cell(LATE_STARTERS_INTO_A_BURST)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_behind_backends_mostly_a_second_ahead() {
+    check([cell(MOST_BACKENDS_A_SECOND_AHEAD)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_behind_one_backend_a_second_ahead() {
+    check([cell(ONE_BACKEND_A_SECOND_AHEAD)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the

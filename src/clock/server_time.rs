@@ -111,21 +111,37 @@ const READING_KEPT_FOR: Duration = Duration::from_secs(60);
 /// answers again long before this many (two backends in turn: one chance in 65,536).
 const AHEAD_TO_STEP: u32 = 16;
 
+/// The least a reading kept is taken to be uncertain by, in seconds: a `Date` is written before
+/// the answer leaves, so the second it names may have ended by the time the answer arrives.
+const LEAST_SLACK: f64 = 0.1;
+
 /// The reading of the service's clock that places its instants latest: responses keep coming,
-/// each `Date` a lower bound of the service's time when it arrived, and the first response
-/// seen with a new `Date` value is the one closest to that second's tick. Of one clock the
-/// highest of these bounds is kept, so that with a steady flow of responses the service's
-/// clock is known to within milliseconds, not to within the second `Date` shows: short
-/// windows are then placed no later than they end. Of backends whose clocks disagree behind
-/// one limiter, the one furthest behind is kept: a backend ahead cannot bring a window's end
-/// forward. A clock stepping back is followed at once; one stepping forward after
-/// [`AHEAD_TO_STEP`] answers ahead in a row, or once no answer has agreed with the reading
-/// kept for [`READING_KEPT_FOR`].
+/// each `Date` a lower bound of the service's time when it arrived, and an upper bound a second
+/// above it. Of one clock, the bounds narrow as answers come, so that with a steady flow of
+/// responses the service's clock is known to within a tenth of a second, not to within the
+/// second `Date` shows: short windows are then placed no later than they end. A reading that
+/// falls outside the bounds is another clock. Of backends whose clocks disagree behind one
+/// limiter, the one furthest behind is kept: a backend ahead, even by less than a second,
+/// cannot bring a window's end forward. A clock stepping back is followed at once; one
+/// stepping forward after [`AHEAD_TO_STEP`] answers ahead in a row, or once no answer has
+/// agreed with the reading kept for [`READING_KEPT_FOR`].
 #[derive(Debug, Default)]
 pub(crate) struct ServerClock {
-    /// The `Date` value last seen, so that it is parsed only when it changes.
-    last_date: Option<HeaderValue>,
+    /// The `Date` value last seen and when it was first, so that it is parsed only when it
+    /// changes, or comes again a second or more later: one clock shows a value for less than
+    /// a second, so that is another clock, a second or more behind the one that showed it.
+    /// Skipped, the `Date` of a backend a second behind, equal to what the one ahead had
+    /// shown a second before, never told an instance that read the one ahead first (soak
+    /// seed 3570).
+    last_date: Option<(HeaderValue, Instant)>,
     best: Option<ServerTime>,
+    /// How far past what `best` predicts the service's clock may read, in seconds: the
+    /// readings kept agree with any clock in that span, and one claiming more is a clock
+    /// ahead. A second for a reading alone (a `Date` truncates); less as readings of the
+    /// same clock bound it from above, never below [`LEAST_SLACK`]. Taken as a second, a
+    /// backend exactly a second ahead passed for the same clock read closer to its tick,
+    /// and placed window ends up to a second early (soak seed 78454).
+    slack: f64,
     /// New `Date` values ahead of `best` by a second or more since one agreed with it.
     ahead_in_a_row: u32,
     /// When a `Date` last agreed with `best`, to within the second it truncates.
@@ -138,13 +154,17 @@ impl ServerClock {
         let Some(date) = headers.get(DATE) else {
             return ServerTime::of_response(headers, at, local);
         };
-        if self.last_date.as_ref() != Some(date) {
-            self.last_date = Some(date.clone());
+        let seen = self.last_date.as_ref().is_some_and(|(value, first)| {
+            value == date && at.saturating_duration_since(*first) < Duration::from_secs(1)
+        });
+        if !seen {
+            self.last_date = Some((date.clone(), at));
             let reading = ServerTime::of_response(headers, at, local);
             self.best = Some(match self.best {
                 Some(best) => self.keep_or_replace(best, reading),
                 None => {
                     self.agreed_at = Some(reading.at);
+                    self.slack = 1.0;
                     reading
                 }
             });
@@ -161,18 +181,33 @@ impl ServerClock {
 
     /// The reading to keep of `best` and a new one, `reading`.
     fn keep_or_replace(&mut self, best: ServerTime, reading: ServerTime) -> ServerTime {
-        let behind = best.predict(reading.at) - reading.unix;
-        if behind > -1.0 {
-            // The same clock (within the second `Date` truncates), one further behind, or
-            // the service's clock stepping back.
+        let predicted = best.predict(reading.at);
+        let raise = reading.unix - predicted;
+        if raise < self.slack {
+            // The same clock, one further behind, or the service's clock stepping back.
             self.ahead_in_a_row = 0;
             self.agreed_at = Some(reading.at);
             let stale = reading.at.duration_since(best.at) >= READING_KEPT_FOR;
-            return if (0.0..1.0).contains(&behind) && !stale {
-                best
+            if stale {
+                self.slack = 1.0;
+                return reading;
+            }
+            if raise <= -1.0 {
+                // A clock behind the one kept, by a second or more of what the two readings
+                // show: it reads less than the one kept less a second, so a reading of more
+                // is the clock ahead again, not this one read closer to its tick.
+                self.slack = (-raise - 1.0).clamp(LEAST_SLACK, 1.0);
+                return reading;
+            }
+            // The same clock: it reads within both readings' bounds.
+            let upper = (predicted + self.slack).min(reading.unix + 1.0);
+            let (kept, lower) = if raise > 0.0 {
+                (reading, reading.unix)
             } else {
-                reading
+                (best, predicted)
             };
+            self.slack = (upper - lower).max(LEAST_SLACK);
+            return kept;
         }
         self.ahead_in_a_row += 1;
         let unconfirmed = self
@@ -326,6 +361,61 @@ mod tests {
         // 16 s on, the service's clock read 5 s further than the reading kept: 5 s sooner.
         assert_close(placed[placed.len() - 1], t0 + ms(55_000));
         assert_eq!(last, t0 + ms(20_000));
+    }
+
+    /// Found by the simulation explorer's soak (seed 78454: 32 instances, 2 of 3 backends a
+    /// second ahead of the limiter): a backend exactly a second ahead, its `Date` one more
+    /// than the other's, passed for the same clock read closer to its tick, and the end of a
+    /// 5 s window was placed up to a second early. Instances paced for a shorter window,
+    /// spent it before its end, and reopened into the `Retry-After` of its 429.
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_a_second_ahead_does_not_bring_the_service_clock_forward() {
+        let local = Clock::new();
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // The limiter and the backend behind read NOON + 0.05 s at t0; the other backend,
+        // answering in turn, reads a second more. Its first answer cannot be told from the
+        // same clock read 0.85 s closer to its tick; the next answer behind tells.
+        for n in 0..100_u32 {
+            let at = t0 + ms(u64::from(n) * 100);
+            let ahead = if n % 2 == 1 { 1.0 } else { 0.0 };
+            let reads = NOON as f64 + 0.05 + f64::from(n) * 0.1 + ahead;
+            let date =
+                httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(reads.floor() as u64));
+            let end = clock
+                .read(&with_date(&date), at, &local)
+                .instant_of(NOON + 60);
+            // The minute ends at t0 + 59.95 s by the limiter's clock.
+            assert!(
+                n == 1 || end >= t0 + ms(59_950) - ms(100),
+                "answer {n}: the end placed {:?} early",
+                (t0 + ms(59_950)).duration_since(end)
+            );
+        }
+    }
+
+    /// Found by the simulation explorer's soak (seed 3570: 32 instances, one of two backends
+    /// a second ahead of the limiter): an instance whose first answer came from the backend
+    /// ahead skipped the `Date` of the one behind, equal to what the first had shown a
+    /// second before, and placed every window's end a second early.
+    #[tokio::test(start_paused = true)]
+    async fn a_date_seen_again_a_second_later_is_another_clock_behind() {
+        let local = Clock::new();
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        // The limiter reads NOON + 0.5 s at t0, the backend ahead NOON + 1.5 s.
+        let date = with_date("Sun, 22 Nov 2026 12:00:01 GMT");
+        let early = clock.read(&date, t0, &local).instant_of(NOON + 60);
+        assert_eq!(early, t0 + Duration::from_millis(59_000));
+        // A second later the backend behind, on the limiter's clock, shows the same value.
+        let later = t0 + Duration::from_secs(1);
+        let end = clock.read(&date, later, &local).instant_of(NOON + 60);
+        assert!(
+            end >= t0 + Duration::from_millis(59_500),
+            "the end placed {:?} before the limiter's",
+            (t0 + Duration::from_millis(59_500)).duration_since(end)
+        );
     }
 
     #[tokio::test(start_paused = true)]

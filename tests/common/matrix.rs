@@ -592,6 +592,52 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 78454): two of three backends a second
+    // ahead of the limiter. A `Date` a second ahead passed for the limiter's clock read closer
+    // to its tick, and most instances placed each 5 s window's end a second early: they paced
+    // for a shorter window, spent it 0.3 s before its end, and reopened into its 429's
+    // `Retry-After`.
+    cells.push(Cell {
+        tasks: 1,
+        offset: -92,
+        per_minute: 96,
+        minute: 5,
+        windows: 3,
+        per_day: 320,
+        day: 15,
+        cancel_half: true,
+        backends: vec![0, 1, 1],
+        plan_change: Some(PlanChange {
+            after: Duration::from_millis(7_207),
+            per_minute: 96,
+            per_day: 320,
+        }),
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, half the calls cancelled, 2 of 3 backends a second ahead",
+            32,
+        )
+    });
+    // Found by the simulation explorer's soak (seed 3570): one of two backends a second ahead.
+    // An instance whose first answers came from it skipped the other's `Date`, equal to what
+    // it had shown a second before, placed every end a second early, and called first in
+    // each new period, alone in the falls: it took 41 of a window of 96.
+    cells.push(Cell {
+        tasks: 2,
+        per_minute: 96,
+        minute: 2,
+        windows: 3,
+        per_day: 224,
+        day: 4,
+        backends: vec![0, 1],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, one of two backends a second ahead, 2 s windows",
+            32,
+        )
+    });
     cells
 }
 
