@@ -24,6 +24,10 @@ pub(crate) struct ServerTime {
     at: Instant,
     /// Read from a `Date` header (this response's or an earlier one's), not the local clock.
     dated: bool,
+    /// How much less than `unix` the service's clock may read, in seconds: a `Date` one
+    /// second more than the last cannot be told from a backend exactly a second ahead, and
+    /// the reading takes it for the same clock read closer to its tick.
+    may_lag: f64,
 }
 
 impl ServerTime {
@@ -47,13 +51,27 @@ impl ServerTime {
             unix,
             at,
             dated: date.is_some(),
+            may_lag: 0.0,
         }
     }
 
     /// The local instant at which the service's clock reads `unix` seconds; `at` itself when
     /// that has already passed.
     pub(crate) fn instant_of(&self, unix: i64) -> Instant {
-        let ahead = unix as f64 - self.unix;
+        self.instant_reading(unix, self.unix)
+    }
+
+    /// The latest local instant at which the service's clock may read `unix` seconds: later
+    /// than [`instant_of`](Self::instant_of) places it where a `Date` that moved the reading
+    /// forward may have come from a backend a second ahead.
+    pub(crate) fn latest_instant_of(&self, unix: i64) -> Instant {
+        self.instant_reading(unix, self.unix - self.may_lag)
+    }
+
+    /// The local instant at which the service's clock reads `unix` seconds, if it read `now`
+    /// at `at`.
+    fn instant_reading(&self, unix: i64, now: f64) -> Instant {
+        let ahead = unix as f64 - now;
         if ahead <= 0.0 {
             return self.at;
         }
@@ -90,6 +108,14 @@ impl ServerTime {
         }
     }
 
+    /// This reading with `by` seconds taken off.
+    fn less(self, by: f64) -> Self {
+        Self {
+            unix: self.unix - by,
+            ..self
+        }
+    }
+
     /// The service's clock read `unix` seconds at `at`.
     #[cfg(test)]
     pub(crate) fn at_unix(unix: i64, at: Instant) -> Self {
@@ -97,6 +123,7 @@ impl ServerTime {
             unix: unix as f64,
             at,
             dated: true,
+            may_lag: 0.0,
         }
     }
 }
@@ -135,6 +162,13 @@ pub(crate) struct ServerClock {
     /// seed 3570).
     last_date: Option<(HeaderValue, Instant)>,
     best: Option<ServerTime>,
+    /// A reading of the service's clock that no backend up to a second ahead of the others
+    /// can have moved forward: a `Date` raises it only to a second below what it shows. Instances that have seen others reopen a second after a window's
+    /// end as this places it. Only `best`, which such a `Date` moved up to a second early,
+    /// placed the ends of 2 s windows early, by 0.1 to 0.9 s, in 6 of 32 instances, and with
+    /// a 429 at the end of a spent window, whose `Retry-After` lasted to a second after its
+    /// end, 11 of them called into it (soak seed 26252).
+    behind: Option<ServerTime>,
     /// How far past what `best` predicts the service's clock may read, in seconds: the
     /// readings kept agree with any clock in that span, and one claiming more is a clock
     /// ahead. A second for a reading alone (a `Date` truncates); less as readings of the
@@ -168,14 +202,37 @@ impl ServerClock {
                     reading
                 }
             });
+            self.behind = Some(match self.behind {
+                Some(behind) => Self::no_later(behind, reading),
+                None => reading,
+            });
         }
-        match self.best {
-            Some(best) => ServerTime {
-                unix: best.predict(at),
-                at,
-                dated: best.dated,
-            },
+        match self.best.zip(self.behind) {
+            Some((best, behind)) => {
+                let unix = best.predict(at);
+                ServerTime {
+                    unix,
+                    at,
+                    dated: best.dated,
+                    may_lag: (unix - behind.predict(at)).max(0.0),
+                }
+            }
             None => ServerTime::of_response(headers, at, local),
+        }
+    }
+
+    /// What to keep of `behind` and a new reading: whichever backend wrote its `Date`, one
+    /// up to a second ahead included, the service's clock reads no less than a second below
+    /// it, and a reading a second or more below `behind` is a clock further behind (or the
+    /// service's stepping back).
+    fn no_later(behind: ServerTime, reading: ServerTime) -> ServerTime {
+        let predicted = behind.predict(reading.at);
+        if reading.unix + 1.0 <= predicted {
+            reading
+        } else if reading.unix - 1.0 > predicted {
+            reading.less(1.0)
+        } else {
+            behind
         }
     }
 
@@ -392,6 +449,68 @@ mod tests {
                 "answer {n}: the end placed {:?} early",
                 (t0 + ms(59_950)).duration_since(end)
             );
+        }
+    }
+
+    /// Found by the simulation explorer's soak (seed 26252: 32 instances, one of two backends
+    /// a second ahead of the limiter): a `Date` a second ahead that agreed with the reading
+    /// kept moved it forward, and window ends were placed up to 0.9 s early. A backend exactly
+    /// a second ahead cannot be told from the same clock, but the latest placement of an end
+    /// allows for it, whichever backend answers when.
+    #[tokio::test(start_paused = true)]
+    async fn a_date_a_second_ahead_never_places_the_latest_end_early() {
+        let local = Clock::new();
+        let ms = Duration::from_millis;
+        let date = |reads: f64| {
+            with_date(&httpdate::fmt_http_date(
+                UNIX_EPOCH + Duration::from_secs(reads.floor() as u64),
+            ))
+        };
+        // The case found: the limiter reads NOON + 0.01 s at t0, and 2.088 s later the
+        // backend ahead shows NOON + 3 s.
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        clock.read(&date(NOON as f64), t0, &local);
+        let server = clock.read(&date(NOON as f64 + 3.0), t0 + ms(2_088), &local);
+        let end = t0 + ms(59_990);
+        assert!(server.instant_of(NOON + 60) < end - ms(800));
+        assert!(server.latest_instant_of(NOON + 60) >= end);
+        // Any phase of the limiter's clock, either backend answering as a generator picks.
+        // A first answer from the backend ahead, read a fraction `f` into its second, is the
+        // one reading that nothing yet contradicts: the end may be placed up to `1 - f` early
+        // until the backend behind answers as far into a second, which shows the two clocks.
+        let mut state = 26_252_u64;
+        for phase in 0..20_u32 {
+            let mut clock = ServerClock::default();
+            let start = f64::from(phase) * 0.05;
+            let mut unshown: Option<f64> = None;
+            for n in 0..200_u64 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let ahead = state >> 63 == 1;
+                let elapsed = n as f64 * 0.037;
+                let at = t0 + Duration::from_secs_f64(elapsed);
+                let limiter = NOON as f64 + start + elapsed;
+                let into_second = limiter.fract();
+                if n == 0 && ahead {
+                    unshown = Some(into_second);
+                } else if !ahead && unshown.is_some_and(|first| into_second >= first) {
+                    unshown = None;
+                }
+                let reads = limiter + if ahead { 1.0 } else { 0.0 };
+                let latest = clock
+                    .read(&date(reads), at, &local)
+                    .latest_instant_of(NOON + 60);
+                // The minute ends when the limiter's clock reads NOON + 60.
+                let end = t0 + Duration::from_secs_f64(60.0 - start);
+                let allowed = ms(1) + unshown.map_or(Duration::ZERO, |first| Duration::from_secs_f64(1.0 - first));
+                assert!(
+                    latest + allowed >= end,
+                    "phase {start}, answer {n}: the latest end placed {:?} early",
+                    end.duration_since(latest)
+                );
+            }
         }
     }
 

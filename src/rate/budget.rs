@@ -109,6 +109,10 @@ struct Window {
     reset: i64,
     /// The local instant the period ends.
     reset_at: Instant,
+    /// The latest local instant it may end, should a `Date` that placed `reset_at` have come
+    /// from a backend a second ahead (see `ServerTime::latest_instant_of`): others' 429s may
+    /// hold the key to a second after it.
+    latest_end: Instant,
     /// The budget left: the lowest `remaining` reported (responses arrive out of order), less
     /// the requests this process spent on doubt since.
     remaining: u64,
@@ -200,6 +204,8 @@ impl Window {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct WindowLeft {
     pub(crate) remaining: u64,
+    /// When this process may call again once the period ends (see [`Budgets::known`]).
+    pub(crate) reopens: Instant,
     /// What is left now if every instance went on spreading the budget evenly since the last
     /// report: the others' requests since then are in no answer yet.
     pub(crate) projected: f64,
@@ -228,14 +234,12 @@ pub(crate) enum Known {
 pub(crate) struct Budget {
     /// The least budget left in any window (before subtracting requests in flight).
     pub(crate) remaining: u64,
-    /// When the window that has the least left reopens (see [`reopens`](Self::reopens)).
+    /// When the window that has the least left reopens (see [`WindowLeft::reopens`]).
     pub(crate) reset_at: Instant,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`).
     pub(crate) zero_limit: bool,
     /// The limit of the window that has the least left.
     pub(crate) limit: u64,
-    /// How long after its end a window reopens.
-    grace: Duration,
     /// Every window, for pacing.
     windows: [WindowLeft; MAX_WINDOWS],
     count: usize,
@@ -245,12 +249,6 @@ impl Budget {
     /// Every window in force.
     pub(crate) fn windows(&self) -> &[WindowLeft] {
         &self.windows[..self.count]
-    }
-
-    /// When a window that ends at `reset_at` reopens: at its end for a key's only user, a
-    /// second later once others are seen. Its budget is spread up to its end.
-    pub(crate) fn reopens(&self, reset_at: Instant) -> Instant {
-        clock::after_from(reset_at, self.grace)
     }
 }
 
@@ -271,14 +269,29 @@ impl Default for Budgets {
 }
 
 impl Budgets {
-    /// A response whose head arrived at `at` reported `quota`, whose period ends at
-    /// `reset_at`, when this process's own requests stood at `own`.
+    /// [`report_placed`](Self::report_placed) of a period whose end is placed for sure.
+    #[cfg(test)]
     pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
+        self.report_placed(quota, reset_at, reset_at, at, own);
+    }
+
+    /// A response whose head arrived at `at` reported `quota`, whose period ends at
+    /// `reset_at`, and at `latest_end` at the latest, when this process's own requests stood
+    /// at `own`.
+    pub(crate) fn report_placed(
+        &mut self,
+        quota: Quota,
+        reset_at: Instant,
+        latest_end: Instant,
+        at: Instant,
+        own: Own,
+    ) {
         self.without_quota = 0;
         self.rank
             .get_or_insert(quota.limit.saturating_sub(quota.remaining));
         let reset = quota.reset.timestamp();
         let mut reset_at = reset_at;
+        let mut latest_end = latest_end.max(reset_at);
         // A period that was over when the answer arrived says nothing about the next. One
         // this process keeps is still counting, though its `Date` says over: a backend whose
         // clock runs ahead of the limiter's dated it, and what it spent is this period's.
@@ -291,6 +304,7 @@ impl Budgets {
                 return;
             }
             reset_at = clock::after_from(at, RETRY_AFTER_ROUNDING);
+            latest_end = latest_end.max(reset_at);
         }
         let watched = std::mem::replace(&mut self.watched, true);
         // When the others' first requests of a new period can have been answered, for one
@@ -315,6 +329,7 @@ impl Budgets {
                 // Placed from every `Date` seen, never earlier than any of them says: a
                 // backend whose clock runs ahead cannot bring the end forward.
                 window.reset_at = window.reset_at.max(reset_at);
+                window.latest_end = window.latest_end.max(latest_end);
                 window.limit = window.limit.min(quota.limit);
                 let sent = own.answered_sent_at.unwrap_or(at);
                 if quota.remaining > window.lowest && sent > window.lowest_sent {
@@ -454,6 +469,7 @@ impl Budgets {
                     limit: quota.limit,
                     reset,
                     reset_at,
+                    latest_end,
                     remaining: quota.remaining,
                     highest: quota.remaining,
                     lowest: quota.remaining,
@@ -566,7 +582,11 @@ impl Budgets {
         } else {
             RETRY_AFTER_ROUNDING + self.stagger()
         };
-        let end = |w: &Window| clock::after_from(w.reset_at, grace);
+        // Others' 429s are reckoned to follow the latest end the `Date`s seen allow.
+        let end = |w: &Window| {
+            let end = if self.alone { w.reset_at } else { w.latest_end };
+            clock::after_from(end, grace)
+        };
         if self.windows.iter().any(|w| end(w) <= now) {
             return Known::Unknown;
         }
@@ -583,6 +603,7 @@ impl Budgets {
         };
         let mut windows = [WindowLeft {
             remaining: 0,
+            reopens: now,
             projected: 0.0,
             reset_at: now,
             runs_out: false,
@@ -592,6 +613,7 @@ impl Budgets {
             *slot = if self.alone {
                 WindowLeft {
                     remaining: window.remaining,
+                    reopens: end(window),
                     projected: window.remaining as f64,
                     reset_at: window.reset_at,
                     runs_out: false,
@@ -599,6 +621,7 @@ impl Budgets {
             } else {
                 WindowLeft {
                     remaining: window.remaining,
+                    reopens: end(window),
                     projected: window.projected(now),
                     reset_at: window.reset_at,
                     runs_out: window.runs_out(now),
@@ -610,7 +633,6 @@ impl Budgets {
             reset_at: end(binding),
             zero_limit: self.windows.iter().any(|w| w.limit == 0),
             limit: binding.limit,
-            grace,
             windows,
             count: self.windows.len(),
         })
@@ -846,6 +868,30 @@ mod tests {
         assert_eq!(budget(&budgets, t0).reset_at, end + RETRY_AFTER_ROUNDING);
         assert!(matches!(budgets.known(end), Known::Budget(_)));
         assert_eq!(budgets.known(end + RETRY_AFTER_ROUNDING), Known::Unknown);
+    }
+
+    /// Found by the simulation explorer's soak (seed 26252: 32 instances, one of two backends
+    /// a second ahead): ends placed early from a `Date` a second ahead, a second's grace after
+    /// them fell inside the `Retry-After` of a 429 at the window's true end.
+    #[test]
+    fn once_others_are_seen_a_window_reopens_a_second_after_its_latest_end() {
+        let t0 = Instant::now();
+        let (end, latest) = (t0 + secs(30), t0 + secs(30) + Duration::from_millis(900));
+        let mut alone = Budgets::default();
+        alone.report_placed(quota(60, 50, 1_000), end, latest, t0, own(1, 1));
+        assert_eq!(budget(&alone, t0).reset_at, end, "alone: at the end as placed");
+        let mut seen = Budgets::default();
+        seen.report_placed(quota(60, 50, 1_000), end, latest, t0, own(1, 1));
+        seen.report_placed(quota(60, 40, 1_000), end, end, t0, own(2, 1));
+        assert!(!seen.alone());
+        let spent = budget(&seen, t0);
+        assert_eq!(spent.reset_at, latest + RETRY_AFTER_ROUNDING);
+        assert_eq!(spent.windows()[0].reset_at, end, "spread up to the end as placed");
+        assert!(matches!(
+            seen.known(end + RETRY_AFTER_ROUNDING),
+            Known::Budget(_)
+        ));
+        assert_eq!(seen.known(latest + RETRY_AFTER_ROUNDING), Known::Unknown);
     }
     /// Found by the matrix cell of 16 instances started 5 ms apart: each process that started
     /// after the first met a window the first had spent alone, and took itself to be alone.

@@ -766,6 +766,12 @@ impl Permit<'_> {
             match reading {
                 QuotaReading::Read(quota, given) => {
                     let reset_at = server.instant_of(quota.reset.timestamp());
+                    // A reset in seconds from now is placed from the answer's arrival, whatever
+                    // clock wrote its `Date`.
+                    let latest_end = match given {
+                        ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
+                        ResetGiven::In => reset_at,
+                    };
                     let own = Own {
                         sent: state.wire.sent,
                         in_flight: state.wire.in_flight,
@@ -784,7 +790,9 @@ impl Permit<'_> {
                             ..quota
                         },
                     };
-                    state.budgets.report(period, reset_at, at, own);
+                    state
+                        .budgets
+                        .report_placed(period, reset_at, latest_end, at, own);
                     #[cfg(feature = "metrics")]
                     {
                         length = state.budgets.length_of(period.reset.timestamp());

@@ -137,7 +137,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
             .windows()
             .iter()
             .filter(|window| window.remaining <= in_flight)
-            .map(|window| budget.reopens(window.reset_at))
+            .map(|window| window.reopens)
             .max()
             .unwrap_or(budget.reset_at);
         return Decision::Until(reopens, Hold::Spent);
@@ -178,7 +178,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     let mut gap = Duration::ZERO;
     let mut first_reset = budget.reset_at;
     for window in budget.windows() {
-        let reopens = budget.reopens(window.reset_at);
+        let reopens = window.reopens;
         if window.reset_at <= now {
             // Ended but not reopened: another instance's 429 may still hold the key.
             return Decision::Until(reopens, Hold::Pace);

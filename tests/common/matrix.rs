@@ -638,6 +638,28 @@ fn many_instances_cells() -> Vec<Cell> {
             32,
         )
     });
+    // Found by the simulation explorer's soak (seed 26252): one of two backends a second
+    // ahead, and a window spent to its end. The last request met a 429 3 ms before the end,
+    // whose `Retry-After`, rounded up, held the key to a second after it. Six instances had
+    // taken a `Date` a second ahead for the limiter's clock read closer to its tick, placed
+    // the end 0.1 to 0.9 s early, and reopened a second after that: 11 requests met that
+    // `Retry-After`, one from each of 11 instances.
+    cells.push(Cell {
+        tasks: 4,
+        offset: -103,
+        per_minute: 96,
+        minute: 2,
+        windows: 3,
+        per_day: 320,
+        day: 6,
+        backends: vec![0, 1],
+        expect: Expect::Goodput(0.0),
+        extra_429s: None,
+        ..Cell::new(
+            "32 independent instances, one of two backends a second ahead, a window spent to its end",
+            32,
+        )
+    });
     cells
 }
 
