@@ -879,14 +879,22 @@ mod tests {
         let (end, latest) = (t0 + secs(30), t0 + secs(30) + Duration::from_millis(900));
         let mut alone = Budgets::default();
         alone.report_placed(quota(60, 50, 1_000), end, latest, t0, own(1, 1));
-        assert_eq!(budget(&alone, t0).reset_at, end, "alone: at the end as placed");
+        assert_eq!(
+            budget(&alone, t0).reset_at,
+            end,
+            "alone: at the end as placed"
+        );
         let mut seen = Budgets::default();
         seen.report_placed(quota(60, 50, 1_000), end, latest, t0, own(1, 1));
         seen.report_placed(quota(60, 40, 1_000), end, end, t0, own(2, 1));
         assert!(!seen.alone());
         let spent = budget(&seen, t0);
         assert_eq!(spent.reset_at, latest + RETRY_AFTER_ROUNDING);
-        assert_eq!(spent.windows()[0].reset_at, end, "spread up to the end as placed");
+        assert_eq!(
+            spent.windows()[0].reset_at,
+            end,
+            "spread up to the end as placed"
+        );
         assert!(matches!(
             seen.known(end + RETRY_AFTER_ROUNDING),
             Known::Budget(_)

@@ -642,7 +642,8 @@ fn many_instances_cells() -> Vec<Cell> {
     // ahead, and a window spent to its end. The last request met a 429 3 ms before the end,
     // whose `Retry-After`, rounded up, held the key to a second after it. Six instances had
     // taken a `Date` a second ahead for the limiter's clock read closer to its tick, placed
-    // the end 0.1 to 0.9 s early, and reopened a second after that: 11 requests met that
+    // the end 0.1 to 0.8 s early and reopened a second after that; with three pacing on past
+    // the end, one probing and the one that met the 429 calling again, 11 requests met that
     // `Retry-After`, one from each of 11 instances.
     cells.push(Cell {
         tasks: 4,
