@@ -77,6 +77,7 @@ const ONE_CELL_TESTS: &[&str] = &[
     MOST_BACKENDS_A_SECOND_AHEAD,
     ONE_BACKEND_A_SECOND_AHEAD,
     A_SECOND_AHEAD_AND_SPENT_TO_ITS_END,
+    HALF_THE_FLEET_JOINING_LATE,
     STAGGERED_START,
     SECOND_BACKEND_AHEAD_1,
     SECOND_BACKEND_AHEAD_4,
@@ -138,6 +139,7 @@ const ONE_BACKEND_A_SECOND_AHEAD: &str =
     "32 independent instances, one of two backends a second ahead, 2 s windows";
 const A_SECOND_AHEAD_AND_SPENT_TO_ITS_END: &str =
     "32 independent instances, one of two backends a second ahead, a window spent to its end";
+const HALF_THE_FLEET_JOINING_LATE: &str = "32 independent instances of one task, one of two backends a second ahead, half the fleet joining each period a second late";
 const STAGGERED_START: &str = "16 independent instances started 5 ms apart, 10 s windows";
 const SECOND_BACKEND_AHEAD_1: &str = "2 backends, the second 2 s ahead of the limiter, 1 instance";
 const SECOND_BACKEND_AHEAD_4: &str = "2 backends, the second 2 s ahead of the limiter, 4 instances";
@@ -296,6 +298,11 @@ async fn thirty_two_independent_instances_behind_one_backend_a_second_ahead() {
 #[tokio::test(start_paused = true)]
 async fn thirty_two_independent_instances_a_second_ahead_into_a_429_at_a_window_end() {
     check([cell(A_SECOND_AHEAD_AND_SPENT_TO_ITS_END)]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn thirty_two_independent_instances_half_of_them_joining_each_period_a_second_late() {
+    check([cell(HALF_THE_FLEET_JOINING_LATE)]).await;
 }
 
 /// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
