@@ -264,6 +264,27 @@ async fn a_spent_daily_quota_fails_at_once_instead_of_waiting_for_tomorrow() {
         "expected the quota to say the day is spent"
     );
     assert_eq!(sandbox.stats().total(), 10, "the request was sent anyway");
+
+    // The minutes that follow end without a probe of the spent day.
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_secs(61)).await;
+        let again = Instant::now();
+        let error = client.list_pets().send().await.unwrap_err();
+        assert_eq!(
+            again.elapsed(),
+            Duration::ZERO,
+            "expected the call to fail at once a minute later"
+        );
+        assert!(
+            matches!(error, Error::Throttled { .. }),
+            "expected the call to be held a minute later, got {error:?}"
+        );
+    }
+    assert_eq!(
+        sandbox.stats().total(),
+        10,
+        "a request probed the spent day as a minute ended"
+    );
 }
 
 /// A minute and a day with the same limit are two windows (rate-core issue, failure 6; the

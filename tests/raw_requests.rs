@@ -187,6 +187,7 @@ async fn a_path_that_could_leave_the_base_url_is_refused_before_anything_is_sent
         "store/../../admin",
         "store/%2e%2e/%2e%2e/admin",
         "store/orders?status=placed",
+        "store/orders#placed",
     ] {
         let error = client
             .request(Method::GET, path)
