@@ -153,7 +153,7 @@ struct Window {
     before_first: f64,
     /// Until when what answers show spent beyond this process's own requests is taken for
     /// the others' first requests of the period, one an instance: set where this process,
-    /// having seen others, called in a new period before they could (they wait out a
+    /// having seen others, calls in a new period, maybe before they could (they wait out a
     /// possible `Retry-After`, then their place in the stagger). It would otherwise reckon
     /// the fleet from the falls of its own pace, which dwarf the others' single requests:
     /// one that spent most of each period reckoned 32 instances at 1 to 2 (soak seed 44675).
@@ -448,16 +448,23 @@ impl Budgets {
                 } else {
                     quota.remaining <= quota.limit / RESERVE_SHARE && short
                 };
-                // Called before the others could: until their first requests, a second and
-                // their place in the stagger after the end, can have been answered, as late as
-                // this answer came (twice over, for its way there and back).
+                // The others it saw may still wait their turn in this period: their first
+                // requests come a second and their place in the stagger after it began, which
+                // was before this request was sent, or after the end of the period before if
+                // that is later, and are answered as late as this answer came (twice over, for
+                // its way there and back). Until then what they spend is counted as instances,
+                // and this process is not alone, whatever periods it missed (soak seed 3570).
                 let sent = own.answered_sent_at.unwrap_or(at);
-                let counting_until = others_answered.and_then(|(ended, others_return)| {
-                    ended
+                let counting_until = others_answered.map(|(ended, others_return)| {
+                    let delay = at.duration_since(sent) * 2;
+                    let after_request = clock::after_from(sent, others_return + delay);
+                    let until = ended
                         .filter(|&end| sent < clock::after_from(end, RETRY_AFTER_ROUNDING))
-                        .map(|end| {
-                            clock::after_from(end, others_return + at.duration_since(sent) * 2)
-                        })
+                        .map_or(after_request, |end| {
+                            clock::after_from(end, others_return + delay).max(after_request)
+                        });
+                    self.others_until = Some(self.others_until.map_or(until, |u| u.max(until)));
+                    until
                 });
                 let mut began_with = 1.0;
                 let before_first = if !watched && short && spent_before > quota.limit / 2 {
@@ -811,7 +818,8 @@ mod tests {
         budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0, Own::default());
         budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0, Own::default());
         assert_eq!(budgets.instances(), 4.0);
-        // Alone again in the next period.
+        // Alone again in the next period, once the others' first requests of it could have
+        // come: until then, what others spend is counted as instances.
         budgets.report(
             quota(60, 59, 1_060),
             t0 + secs(120),
@@ -821,7 +829,7 @@ mod tests {
         budgets.report(
             quota(60, 58, 1_060),
             t0 + secs(120),
-            t0 + secs(61),
+            t0 + secs(65),
             Own::default(),
         );
         assert_eq!(budgets.instances(), 1.0);
@@ -1068,6 +1076,49 @@ mod tests {
         assert_eq!(early(ms(2_000)), 17.0);
     }
 
+    /// Found by the simulation explorer's soak (seed 3570, 32 instances of two tasks, one of
+    /// two backends a second ahead): an instance whose answers placed each end late sent
+    /// nothing in one period and called early in the next, before the others, who waited out
+    /// their second of grace. The others it had seen were put at the end of the last period it
+    /// saw, long past, so eight answers its own requests explained made it a key's only user:
+    /// it sent 69 requests at once, and the window was spent as the other 31 came back.
+    #[test]
+    fn an_instance_that_skipped_a_period_awaits_the_others_first_requests_before_it_is_alone() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let end = t0 + secs(2);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(96, 95, 1_000), end, t0, own(1, 1));
+        budgets.report(quota(96, 63, 1_000), end, t0 + ms(200), own(2, 1));
+        assert!(!budgets.alone());
+        // Nothing sent in the period after. In the one after that, its first request goes
+        // 160 ms in and is answered 150 ms later, then eight more of its own, one an answer.
+        let next = end + secs(4);
+        let sent = end + secs(2) + ms(160);
+        let first = Own {
+            answered_sent_at: Some(sent),
+            ..own(3, 1)
+        };
+        budgets.report(quota(96, 95, 1_004), next, sent + ms(150), first);
+        for n in 1..=8 {
+            let at = sent + ms(150 + 20 * n);
+            budgets.report(quota(96, 95 - n, 1_004), next, at, own(3 + n, 1));
+        }
+        assert!(
+            !budgets.alone(),
+            "expected the others it saw still awaited: they call a second after the period began"
+        );
+        // The others' first requests, over two answers of its own.
+        let back = end + secs(3);
+        budgets.report(quota(96, 71, 1_004), next, back + ms(200), own(12, 1));
+        budgets.report(quota(96, 54, 1_004), next, back + ms(300), own(13, 1));
+        assert_eq!(
+            budgets.instances(),
+            32.0,
+            "expected the 31 others' first requests counted as instances"
+        );
+    }
+
     /// Found by the simulation explorer's soak (seed 40805, 32 instances, half the calls
     /// cancelled): a process whose first answer found two thirds of a 5 s window spent took
     /// that for its own earlier runs, as a new process must, and still did once its falls
@@ -1311,10 +1362,12 @@ mod tests {
             16.0,
             "expected the others that began the period to stay counted in it"
         );
+        // The next period, its answers over 4 s: alone once the others' first requests could
+        // have come, a second and their place in the stagger after its first request.
         let next = end + secs(1);
         for sent in 20..30 {
             let left = 160 - (sent - 19);
-            let at = next + Duration::from_millis(sent);
+            let at = next + Duration::from_millis(400 * (sent - 19));
             budgets.report(quota(160, left, 1_030), end + secs(30), at, own(sent, 1));
         }
         assert!(
