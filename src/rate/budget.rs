@@ -153,7 +153,7 @@ struct Window {
     before_first: f64,
     /// Until when what answers show spent beyond this process's own requests is taken for
     /// the others' first requests of the period, one an instance: set where this process,
-    /// having seen others, calls in a new period, maybe before they could (they wait out a
+    /// having seen others, called in a new period before they could (they wait out a
     /// possible `Retry-After`, then their place in the stagger). It would otherwise reckon
     /// the fleet from the falls of its own pace, which dwarf the others' single requests:
     /// one that spent most of each period reckoned 32 instances at 1 to 2 (soak seed 44675).
@@ -448,23 +448,22 @@ impl Budgets {
                 } else {
                     quota.remaining <= quota.limit / RESERVE_SHARE && short
                 };
-                // The others it saw may still wait their turn in this period: their first
-                // requests come a second and their place in the stagger after it began, which
-                // was before this request was sent, or after the end of the period before if
-                // that is later, and are answered as late as this answer came (twice over, for
-                // its way there and back). Until then what they spend is counted as instances,
-                // and this process is not alone, whatever periods it missed (soak seed 3570).
+                // Called before the others could: until their first requests, a second and
+                // their place in the stagger after the end, can have been answered, as late as
+                // this answer came (twice over, for its way there and back).
                 let sent = own.answered_sent_at.unwrap_or(at);
-                let counting_until = others_answered.map(|(ended, others_return)| {
-                    let delay = at.duration_since(sent) * 2;
-                    let after_request = clock::after_from(sent, others_return + delay);
-                    let until = ended
+                let delay = at.duration_since(sent) * 2;
+                let counting_until = others_answered.and_then(|(ended, others_return)| {
+                    // This period began before this request was sent, whatever periods this
+                    // process missed: the others it saw may still be waiting their turn, and
+                    // it is not alone until their first requests of it can have been
+                    // answered (soak seed 3570).
+                    let returned = clock::after_from(sent, others_return + delay);
+                    self.others_until =
+                        Some(self.others_until.map_or(returned, |u| u.max(returned)));
+                    ended
                         .filter(|&end| sent < clock::after_from(end, RETRY_AFTER_ROUNDING))
-                        .map_or(after_request, |end| {
-                            clock::after_from(end, others_return + delay).max(after_request)
-                        });
-                    self.others_until = Some(self.others_until.map_or(until, |u| u.max(until)));
-                    until
+                        .map(|end| clock::after_from(end, others_return + delay))
                 });
                 let mut began_with = 1.0;
                 let before_first = if !watched && short && spent_before > quota.limit / 2 {
@@ -818,8 +817,7 @@ mod tests {
         budgets.report(quota(60, 55, 1_000), t0 + secs(60), t0, Own::default());
         budgets.report(quota(60, 51, 1_000), t0 + secs(60), t0, Own::default());
         assert_eq!(budgets.instances(), 4.0);
-        // Alone again in the next period, once the others' first requests of it could have
-        // come: until then, what others spend is counted as instances.
+        // Alone again in the next period.
         budgets.report(
             quota(60, 59, 1_060),
             t0 + secs(120),
@@ -829,7 +827,7 @@ mod tests {
         budgets.report(
             quota(60, 58, 1_060),
             t0 + secs(120),
-            t0 + secs(65),
+            t0 + secs(61),
             Own::default(),
         );
         assert_eq!(budgets.instances(), 1.0);
@@ -1087,36 +1085,42 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let end = t0 + secs(2);
-        let mut budgets = Budgets::default();
-        budgets.report(quota(96, 95, 1_000), end, t0, own(1, 1));
-        budgets.report(quota(96, 63, 1_000), end, t0 + ms(200), own(2, 1));
-        assert!(!budgets.alone());
-        // Nothing sent in the period after. In the one after that, its first request goes
-        // 160 ms in and is answered 150 ms later, then eight more of its own, one an answer.
         let next = end + secs(4);
-        let sent = end + secs(2) + ms(160);
-        let first = Own {
-            answered_sent_at: Some(sent),
-            ..own(3, 1)
+        let skipped = || {
+            let mut budgets = Budgets::default();
+            budgets.report(quota(96, 95, 1_000), end, t0, own(1, 1));
+            budgets.report(quota(96, 63, 1_000), end, t0 + ms(200), own(2, 1));
+            assert!(!budgets.alone());
+            // Nothing sent in the period after. In the one after that, its first request
+            // goes 160 ms in and is answered 150 ms later, then eight more of its own.
+            let sent = end + secs(2) + ms(160);
+            let first = Own {
+                answered_sent_at: Some(sent),
+                ..own(3, 1)
+            };
+            budgets.report(quota(96, 95, 1_004), next, sent + ms(150), first);
+            for n in 1..=8 {
+                let at = sent + ms(150 + 20 * n);
+                budgets.report(quota(96, 95 - n, 1_004), next, at, own(3 + n, 1));
+            }
+            budgets
         };
-        budgets.report(quota(96, 95, 1_004), next, sent + ms(150), first);
-        for n in 1..=8 {
-            let at = sent + ms(150 + 20 * n);
-            budgets.report(quota(96, 95 - n, 1_004), next, at, own(3 + n, 1));
-        }
+        let mut others = skipped();
         assert!(
-            !budgets.alone(),
+            !others.alone(),
             "expected the others it saw still awaited: they call a second after the period began"
         );
-        // The others' first requests, over two answers of its own.
+        assert_eq!(others.instances(), 1.0, "every fall is its own so far");
+        // The others' first requests, a second and their place in the stagger after the
+        // period began.
         let back = end + secs(3);
-        budgets.report(quota(96, 71, 1_004), next, back + ms(200), own(12, 1));
-        budgets.report(quota(96, 54, 1_004), next, back + ms(300), own(13, 1));
-        assert_eq!(
-            budgets.instances(),
-            32.0,
-            "expected the 31 others' first requests counted as instances"
-        );
+        others.report(quota(96, 71, 1_004), next, back + ms(200), own(12, 1));
+        assert!(!others.alone());
+        assert_eq!(others.instances(), 16.0, "expected the latest fall counted");
+        // None by the time theirs could have been answered: alone.
+        let mut none = skipped();
+        none.report(quota(96, 86, 1_004), next, back + ms(800), own(12, 1));
+        assert!(none.alone());
     }
 
     /// Found by the simulation explorer's soak (seed 40805, 32 instances, half the calls
