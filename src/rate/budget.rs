@@ -453,14 +453,14 @@ impl Budgets {
                 // this answer came (twice over, for its way there and back).
                 let sent = own.answered_sent_at.unwrap_or(at);
                 let delay = at.duration_since(sent) * 2;
-                let counting_until = others_answered.and_then(|(ended, others_return)| {
+                if let Some((_, others_return)) = others_answered {
                     // This period began before this request was sent, whatever periods this
                     // process missed: the others it saw may still be waiting their turn, and
                     // it is not alone until their first requests of it can have been
                     // answered (soak seed 3570).
-                    let returned = clock::after_from(sent, others_return + delay);
-                    self.others_until =
-                        Some(self.others_until.map_or(returned, |u| u.max(returned)));
+                    self.others_awaited_until(clock::after_from(sent, others_return + delay));
+                }
+                let counting_until = others_answered.and_then(|(ended, others_return)| {
                     ended
                         .filter(|&end| sent < clock::after_from(end, RETRY_AFTER_ROUNDING))
                         .map(|end| clock::after_from(end, others_return + delay))
@@ -518,6 +518,11 @@ impl Budgets {
     fn others_seen(&mut self, until: Instant) {
         self.alone = false;
         self.explained_in_a_row = 0;
+        self.others_awaited_until(until);
+    }
+
+    /// Others may spend the key until `until`: this process is not alone before it.
+    fn others_awaited_until(&mut self, until: Instant) {
         self.others_until = Some(self.others_until.map_or(until, |seen| seen.max(until)));
     }
 
