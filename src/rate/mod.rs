@@ -38,7 +38,7 @@ use url::Url;
 
 use crate::clock::{self, Clock, ServerClock};
 use crate::headers::{self, Quiet, Quota, QuotaReading, ResetGiven};
-use budget::{Budgets, Known, Own};
+use budget::{Budgets, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
 use lease::{Grant, Lease};
@@ -60,7 +60,7 @@ use store::{Exchange, Outcome, Verdict, WindowReport};
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | while every answer shows this process is the key's only user, never held while none of its requests is on the wire (save the last fifth of a window that ends within a minute, spread over the time left), and more at once as answers in a row confirm it is alone, twice as many with each, as the spreading allows; once others are seen spending it, evenly over what is left of each window, scaled by how many instances the falling budget shows (no fewer in a window than spent it as it began, and as the key's only user again only after the window others were last seen in), and over all of a day's time left when their pace would empty it early; the first request of each new period a second after its end, staggered by the process's place among the others, and none while less than one request is left at their pace | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other |
+/// | [`Shared`](Self::Shared) (default) | as fast as calls come while no other instance is seen spending the key, never held while the reported budget lasts (more than one request on the wire at once while each is at most a ninth of what is left); once others are seen, this process's share of what is left, spread over each window's time left | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other (up to 9 of them; more share a `RedisState`, feature `redis`) |
 /// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///
@@ -82,7 +82,7 @@ use store::{Exchange, Outcome, Verdict, WindowReport};
 #[non_exhaustive]
 pub enum Pacing {
     /// Spend the budget as fast as calls come while this process is seen to be the key's only
-    /// user; spread it over the window, shared with the others, once others are seen.
+    /// user; spread its share over the window once others are seen.
     #[default]
     Shared,
     /// Spend the budget as fast as calls come: this process is the key's only user.
@@ -114,6 +114,10 @@ pub enum RateLimitScope {
     Client,
 }
 
+/// Independent instances that the discipline keeps from a ban without shared state, against a
+/// service that bans at the tenth request inside one `Retry-After`.
+const CONTRACT_INSTANCES: f64 = 9.0;
+
 /// One key's rate-limit state, shared by every client that uses it.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -138,6 +142,7 @@ struct State {
     /// The first in line is waiting for a change (its last decision was a hold).
     front_waiting: bool,
     warned_not_sole: bool,
+    warned_fleet: bool,
 }
 
 impl Shared {
@@ -343,8 +348,7 @@ impl RateLimiter {
                         state.store.asking_again = Some(hold);
                         permit.asks_again = true;
                     }
-                    let metered =
-                        self.pacing != Pacing::Off && state.budgets.known(now) != Known::Unmetered;
+                    let metered = self.pacing != Pacing::Off && !state.budgets.unmetered();
                     let leased = match &mut state.store.lease {
                         Some(lease) if !permit.asks_again => lease.spend(now, metered),
                         _ => None,
@@ -631,13 +635,43 @@ impl State {
             } else {
                 self.budgets.instances()
             },
-            alone: self.budgets.alone(),
-            confirmed: self.budgets.confirmed(),
             wire: self.wire,
         };
         match (pacer::decide(&view, pacing, now), self.store.asking_again) {
             (Decision::Go { .. }, Some(hold)) => Decision::ForResponse(hold),
             (decision, _) => decision,
+        }
+    }
+
+    /// Warns once when others are seen spending the key beside a process paced as its only
+    /// user, and once when they are more than the contract keeps from a ban without shared
+    /// state.
+    fn warn_of_others(&mut self, pacing: Pacing, shared_state: bool) {
+        let instances = self.budgets.instances();
+        if pacing == Pacing::Sole && !self.warned_not_sole && instances >= 2.0 {
+            self.warned_not_sole = true;
+            tracing::warn!(
+                "the rate-limit budget falls faster than this process spends it: another \
+                 client uses the key too; Pacing::Shared shares it without 429s"
+            );
+        }
+        if !shared_state && !self.warned_fleet && instances > CONTRACT_INSTANCES {
+            self.warned_fleet = true;
+            tracing::warn!(
+                instances,
+                "the rate-limit budget falls as if {instances:.0} instances spent the key: more \
+                 than {CONTRACT_INSTANCES} that share nothing can get it banned after a 429; \
+                 share their rate-limit state with RedisState"
+            );
+        }
+    }
+
+    /// This process's own requests as the answer to one sent at `sent_at` arrives.
+    fn own(&self, sent_at: Instant) -> Own {
+        Own {
+            sent: self.wire.sent,
+            in_flight: self.wire.in_flight,
+            answered_sent_at: Some(sent_at),
         }
     }
 
@@ -772,11 +806,7 @@ impl Permit<'_> {
                         ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
                         ResetGiven::In => reset_at,
                     };
-                    let own = Own {
-                        sent: state.wire.sent,
-                        in_flight: state.wire.in_flight,
-                        answered_sent_at: Some(self.sent_at),
-                    };
+                    let own = state.own(self.sent_at);
                     let period = match given {
                         ResetGiven::At => quota,
                         // Named on the local clock, where its end is placed whatever the
@@ -830,7 +860,10 @@ impl Permit<'_> {
                 QuotaReading::Absent if status == StatusCode::TOO_MANY_REQUESTS => {
                     state.budgets.report_metered();
                 }
-                QuotaReading::Absent => state.budgets.report_none(),
+                QuotaReading::Absent => {
+                    let own = state.own(self.sent_at);
+                    state.budgets.report_none(at, own);
+                }
                 QuotaReading::Unreadable => state.budgets.report_unreadable(),
             }
             // The gate closes before this request stops counting, so that no held request
@@ -847,16 +880,7 @@ impl Permit<'_> {
                 }
                 None => state.gate.open(self.generation),
             }
-            if self.pacing == Pacing::Sole
-                && !state.warned_not_sole
-                && state.budgets.instances() >= 2.0
-            {
-                state.warned_not_sole = true;
-                tracing::warn!(
-                    "the rate-limit budget falls faster than this process spends it: another \
-                     client uses the key too; Pacing::Shared shares it without 429s"
-                );
-            }
+            state.warn_of_others(self.pacing, self.store.is_some());
             let wake = self.release(&mut state);
             (wake, retry_after, quiet, urgent, quota, clock_offset)
         };
