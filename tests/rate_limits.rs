@@ -426,3 +426,39 @@ async fn independent_instances_on_a_rolling_window_send_at_most_one_request_each
         over.first().map(|(((_, at), _), _)| *at - start),
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_plan_upgrade_in_mid_window_the_window_uses_half_the_new_budget_left() {
+    const UPGRADE: Duration = Duration::from_secs(20);
+    let sandbox = common::sandbox_builder()
+        .key("upgraded", Plan::Free)
+        .plan_change(UPGRADE, "upgraded", Plan::Pro)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "upgraded", patient())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    // 8 tasks call back to back through the first minute window; the plan goes from 60 to
+    // 300 a minute a third of the way into it.
+    join_all(start_calling(&client, 8, Duration::from_secs(60))).await;
+
+    let log = sandbox.request_log();
+    let served = |from: Duration, to: Duration| {
+        log.iter()
+            .filter(|r| r.status == Some(200) && r.at >= start + from && r.at < start + to)
+            .count()
+    };
+    let before = served(Duration::ZERO, UPGRADE);
+    let after = served(UPGRADE, Duration::from_secs(60));
+    let left = Plan::Pro.per_minute() as usize - before;
+    assert!(
+        after >= left / 2,
+        "expected at least half of the {left} requests the upgraded plan left in the window to \
+         be used in it, {after} were ({before} before the upgrade)"
+    );
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
+}
