@@ -1,7 +1,9 @@
 //! Admission to the wire, end to end against the sandbox under a paused clock: held calls go
 //! first in first out; a hold longer than the call may wait fails at once; a cooldown ends with
-//! one probing request, not a burst; clients built separately for one key share one state;
-//! `quota()` and `attempts()` say exactly what happened.
+//! one probing request, not a burst; clients built separately for one key share one state,
+//! whatever name of the service they were built for; a key's only user is never held while
+//! the budget lasts, after a restart or on a cold start; `quota()` and `attempts()` say
+//! exactly what happened.
 
 mod common;
 

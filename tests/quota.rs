@@ -1,5 +1,6 @@
 //! The rate-limit quota from the `X-RateLimit-*` headers: on successes and errors, shared by
-//! every clone of a client, and never an error when the headers are off.
+//! every clone of a client, never an error when the headers are off, and a quota shown only on
+//! a 429 that does not hold the client back once its window has ended.
 
 mod common;
 

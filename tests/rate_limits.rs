@@ -1,6 +1,7 @@
 //! Rate-limit discipline end to end against the sandbox, under a paused clock: the cooldown
-//! gate, quota pacing with 64 concurrent tasks, the ceiling on a spent daily quota, and no ban
-//! under a load far over the limit.
+//! gate, quota pacing with 64 concurrent tasks, the ceiling on a spent daily quota, no ban
+//! under a load far over the limit, a plan upgraded in mid-window; and against a rolling
+//! window whose reset moves with every answer.
 
 mod common;
 
