@@ -6,7 +6,7 @@
 //!
 //! Not wiremock: wiremock answers on a thread of its own, and while an answer is on its way
 //! the paused clock jumps to the next timer of the test's runtime, so that a call waiting
-//! behind one in flight saw its whole `max_server_wait` pass before the answer came.
+//! behind one in flight sees its whole `max_server_wait` pass before the answer comes.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
