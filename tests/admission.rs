@@ -1,7 +1,9 @@
 //! Admission to the wire, end to end against the sandbox under a paused clock: held calls go
 //! first in first out; a hold longer than the call may wait fails at once; a cooldown ends with
-//! one probing request, not a burst; clients built separately for one key share one state;
-//! `quota()` and `attempts()` say exactly what happened.
+//! one probing request, not a burst; clients built separately for one key share one state,
+//! whatever name of the service they were built for; a key's only user is never held while
+//! the budget lasts, after a restart or on a cold start; `quota()` and `attempts()` say
+//! exactly what happened.
 
 mod common;
 
@@ -556,4 +558,219 @@ async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
         results.push(task.await.unwrap());
     }
     results
+}
+
+/// A client of the sandbox reached as `http://{name}:PORT/v1`, the name resolved to the
+/// sandbox's loopback address, with the process's state for its key.
+fn client_by_name(sandbox: &petstore_sandbox::Sandbox, name: &str, key: &str) -> PetStoreClient {
+    let url = sandbox.base_url();
+    let port = url.port().unwrap();
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let http = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .resolve(name, address)
+        .build()
+        .unwrap();
+    PetStoreClient::builder()
+        .base_url(format!("http://{name}:{port}/v1"))
+        .api_key(key)
+        .http_client(http)
+        .attempt_timeout(None)
+        .retry_policy(RetryPolicy::none())
+        .allow_insecure_http(true)
+        .build()
+        .unwrap()
+}
+
+/// After the client of `first_name` is given a 429 with a 30 s `Retry-After`, the client of
+/// `second_name` for the same service and key sends nothing until it ends.
+async fn assert_the_second_name_keeps_the_first_names_cooldown(
+    first_name: &str,
+    second_name: &str,
+) {
+    // A key of its own per test: the names share one state, and only one.
+    let key = format!("two-names-{second_name}");
+    let sandbox = common::sandbox_builder()
+        .key(&key, Plan::Pro)
+        .start()
+        .await
+        .unwrap();
+    let first = client_by_name(&sandbox, first_name, &key);
+    let second = client_by_name(&sandbox, second_name, &key);
+    first.list_pets().send().await.unwrap();
+    second.list_pets().send().await.unwrap();
+    sandbox.inject(Fault::status(429).retry_after(30).times(1));
+    let refused = first.list_pets().send().await.unwrap_err();
+    assert!(
+        refused.is_rate_limited(),
+        "expected the injected 429 on {first_name}, got {refused:?}"
+    );
+    let start = Instant::now();
+
+    let result = second.list_pets().send().await;
+
+    assert_eq!(
+        sandbox.stats().during_cooldown(),
+        0,
+        "expected the client of {second_name} to send nothing inside the 30 s Retry-After the \
+         client of {first_name} was given for the key; it sent after {:?} ({result:?})",
+        start.elapsed()
+    );
+    if result.is_ok() {
+        assert!(
+            start.elapsed() >= Duration::from_secs(30),
+            "expected the call on {second_name} to wait out the Retry-After, it took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_of_the_host_name_with_a_trailing_dot_keeps_the_cooldown_of_the_key() {
+    assert_the_second_name_keeps_the_first_names_cooldown(
+        "petstore.example.com",
+        "petstore.example.com.",
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_of_an_internal_name_of_the_service_keeps_the_cooldown_of_the_key() {
+    assert_the_second_name_keeps_the_first_names_cooldown(
+        "api.petstore.example.com",
+        "petstore.internal",
+    )
+    .await;
+}
+
+/// The key's only user with the default pacing and a state of its own, as a process of its
+/// own has.
+fn only_user(sandbox: &petstore_sandbox::Sandbox, key: &str) -> PetStoreClient {
+    sandbox_client(sandbox, key, RetryPolicy::default())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap()
+}
+
+/// Another process, now gone, spends `n` requests of `key` with raw reqwest.
+async fn spent_by_a_process_before(sandbox: &petstore_sandbox::Sandbox, key: &str, n: usize) {
+    let http = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .unwrap();
+    for _ in 0..n {
+        let response = http
+            .get(format!("{}/pets", sandbox.base_url()))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{response:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keys_only_user_spends_the_whole_window_without_waiting() {
+    let sandbox = common::sandbox().await;
+    let client = only_user(&sandbox, sandbox.key(Plan::Free));
+    let start = Instant::now();
+
+    for _ in 0..60 {
+        client.list_pets().limit(1).send().await.unwrap();
+    }
+
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "expected 60 sequential calls on a key allowing 60 a minute to wait for nothing, they \
+         took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(sandbox.stats().answered(429), 0, "expected no 429");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_process_with_a_fifth_of_the_window_left_spends_it_at_once() {
+    let sandbox = common::sandbox().await;
+    let key = sandbox.key(Plan::Free);
+    spent_by_a_process_before(&sandbox, key, 48).await;
+    tokio::time::advance(Duration::from_secs(20)).await;
+    let restarted = only_user(&sandbox, key);
+    let start = Instant::now();
+
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let client = restarted.clone();
+            tokio::spawn(async move { client.list_pets().limit(1).send().await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected 3 calls at once of a restarted process with 12 of 60 left to wait for \
+         nothing, they took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(sandbox.stats().answered(429), 0, "expected no 429");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_process_with_two_requests_left_sends_them_without_waiting() {
+    let sandbox = common::sandbox().await;
+    let key = sandbox.key(Plan::Free);
+    spent_by_a_process_before(&sandbox, key, 58).await;
+    tokio::time::advance(Duration::from_secs(20)).await;
+    let new = only_user(&sandbox, key);
+    let start = Instant::now();
+
+    for _ in 0..2 {
+        new.list_pets().limit(1).send().await.unwrap();
+    }
+
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "expected a new process with 2 of 60 left to send them without waiting, they took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(sandbox.stats().answered(429), 0, "expected no 429");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keys_only_user_spends_an_hour_long_window_to_its_end_without_waiting() {
+    let sandbox = common::sandbox_builder()
+        .key(
+            "hourly",
+            Plan::Enterprise {
+                per_minute: 600,
+                per_day: 100_000,
+            },
+        )
+        .minute_window(Duration::from_secs(3_600))
+        .start()
+        .await
+        .unwrap();
+    let sandbox_start = Instant::now();
+    let client = only_user(&sandbox, "hourly");
+    let mut held = Duration::ZERO;
+
+    // Four fifths of the window at its start, the last fifth in its last minute.
+    for (calls, at) in [(480, 0), (120, 3_570)] {
+        tokio::time::sleep_until(sandbox_start + Duration::from_secs(at)).await;
+        let start = Instant::now();
+        for _ in 0..calls {
+            client.list_pets().limit(1).send().await.unwrap();
+        }
+        held += start.elapsed();
+    }
+
+    assert!(
+        held < Duration::from_secs(5),
+        "expected 600 calls on a key allowing 600 an hour to wait for nothing, they were held \
+         {held:?}"
+    );
+    assert_eq!(sandbox.stats().answered(429), 0, "expected no 429");
 }

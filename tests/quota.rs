@@ -1,5 +1,6 @@
 //! The rate-limit quota from the `X-RateLimit-*` headers: on successes and errors, shared by
-//! every clone of a client, and never an error when the headers are off.
+//! every clone of a client, never an error when the headers are off, and a quota shown only on
+//! a 429 that does not hold the client back once its window has ended.
 
 mod common;
 
@@ -329,4 +330,60 @@ async fn a_quota_in_the_ietf_fields_or_with_a_reset_in_seconds_paces_the_client(
              succeeded"
         );
     }
+}
+
+/// A 429 carried the only quota a service ever showed: once that window has ended, a call
+/// goes alone only until an answer shows the service still serves, then they go together
+/// again.
+#[tokio::test(start_paused = true)]
+async fn after_a_window_shown_only_on_its_429_ends_calls_go_together_again() {
+    const ROUND_TRIP: Duration = Duration::from_millis(200);
+    const WINDOW: Duration = Duration::from_secs(60);
+    const MEASURED: Duration = Duration::from_secs(10);
+    let service =
+        common::windows::WindowService::headers_only_on_429(600, WINDOW, ROUND_TRIP).await;
+    let client = common::paused_builder(
+        service.base_url(),
+        common::API_KEY,
+        RetryPolicy::default().with_max_server_wait(Duration::from_secs(120)),
+    )
+    .rate_limit_scope(petstore_client::RateLimitScope::Client)
+    .build()
+    .unwrap();
+    let start = tokio::time::Instant::now();
+    let until = start + WINDOW + MEASURED;
+
+    // 8 tasks call back to back: 600 calls spend the window in about 15 s, a 429 shows the
+    // quota and asks to wait until the window ends, and the next window is measured.
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                while tokio::time::Instant::now() < until {
+                    if let Err(error) = client.list_pets().send().await {
+                        let wait = error.retry_after().unwrap_or(Duration::from_secs(1));
+                        tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    let limited = service
+        .arrivals()
+        .iter()
+        .filter(|a| a.status == 429)
+        .count();
+    assert!(limited >= 1, "expected the window to end in a 429");
+    let served = service.successes_between(start + WINDOW, until);
+    // One call at a time makes 5 calls a second at 200 ms a round trip.
+    let one_at_a_time = (MEASURED.as_millis() / ROUND_TRIP.as_millis()) as usize;
+    assert!(
+        served >= 4 * one_at_a_time,
+        "expected 8 tasks to make at least four times the {one_at_a_time} calls one at a time \
+         makes in the {MEASURED:?} after the window ended, they made {served}"
+    );
 }

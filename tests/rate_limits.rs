@@ -1,6 +1,7 @@
 //! Rate-limit discipline end to end against the sandbox, under a paused clock: the cooldown
-//! gate, quota pacing with 64 concurrent tasks, the ceiling on a spent daily quota, and no ban
-//! under a load far over the limit.
+//! gate, quota pacing with 64 concurrent tasks, the ceiling on a spent daily quota, no ban
+//! under a load far over the limit, a plan upgraded in mid-window; and against a rolling
+//! window whose reset moves with every answer.
 
 mod common;
 
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use common::sandbox_client;
-use petstore_client::{Error, Pacing, PetStoreClient, RetryPolicy};
+use common::windows::WindowService;
+use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy};
 use petstore_sandbox::{Fault, Plan, Sandbox};
 use tokio::time::Instant;
 
@@ -324,6 +326,140 @@ async fn a_minute_and_a_day_with_the_same_limit_are_two_windows() {
     assert!(
         limited <= 7,
         "expected at most one 429 per day, got {limited} in about 6 days"
+    );
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
+}
+
+/// Starts `tasks` tasks sharing `client` that call `list_pets` back to back for `run`; a call
+/// that fails waits what the error says (a second if it says nothing) before the task calls
+/// again.
+fn start_calling(
+    client: &PetStoreClient,
+    tasks: usize,
+    run: Duration,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let until = Instant::now() + run;
+    (0..tasks)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    if let Err(error) = client.list_pets().send().await {
+                        let wait = error.retry_after().unwrap_or(Duration::from_secs(1));
+                        tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Awaits every task.
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// A service keeping a rolling window of 60 requests a minute.
+async fn rolling_window_of_60() -> WindowService {
+    WindowService::rolling(60, Duration::from_secs(60)).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sole_user_of_a_rolling_window_gets_what_the_window_allows() {
+    let service = rolling_window_of_60().await;
+    let client = common::paused_builder(service.base_url(), common::API_KEY, patient())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    join_all(start_calling(&client, 4, Duration::from_secs(5 * 60))).await;
+
+    // Five minutes of a window of 60 a minute allow 300 requests.
+    let served = service.successes_between(start, start + Duration::from_secs(5 * 60));
+    assert!(
+        served >= 285,
+        "expected the key's only user to get at least 95% of the 300 requests five minutes of \
+         a rolling window of 60 a minute allow, it got {served}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn independent_instances_on_a_rolling_window_send_at_most_one_request_each_into_a_retry_after()
+ {
+    let service = rolling_window_of_60().await;
+    let instances: Vec<PetStoreClient> = (0..8)
+        .map(|i| {
+            common::paused_builder(service.base_url(), common::API_KEY, patient())
+                .rate_limit_scope(RateLimitScope::Client)
+                .user_agent(format!("instance-{i}"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+
+    let tasks = instances
+        .iter()
+        .flat_map(|client| start_calling(client, 2, Duration::from_secs(5 * 60)))
+        .collect();
+    join_all(tasks).await;
+
+    // Requests inside each 429's Retry-After, by the 429 (its place and arrival) and instance.
+    let mut per_wait: BTreeMap<((usize, Instant), String), usize> = BTreeMap::new();
+    for ((place, limited), arrival) in service.inside_a_retry_after() {
+        *per_wait
+            .entry(((place, limited.at), arrival.instance))
+            .or_default() += 1;
+    }
+    let over: Vec<_> = per_wait.iter().filter(|(_, sent)| **sent > 1).collect();
+    if let Some((((_, at), instance), sent)) = over.first() {
+        panic!(
+            "expected each instance to send at most one request inside any Retry-After of the \
+             key; {} times an instance sent more ({} requests in all landed inside a \
+             Retry-After), the first: {instance} sent {sent} inside the Retry-After of the 429 \
+             {:?} after the start",
+            over.len(),
+            per_wait.values().sum::<usize>(),
+            *at - start,
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_plan_upgrade_in_mid_window_the_window_uses_half_the_new_budget_left() {
+    const UPGRADE: Duration = Duration::from_secs(20);
+    let sandbox = common::sandbox_builder()
+        .key("upgraded", Plan::Free)
+        .plan_change(UPGRADE, "upgraded", Plan::Pro)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "upgraded", patient())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    // 8 tasks call back to back through the first minute window; the plan goes from 60 to
+    // 300 a minute a third of the way into it.
+    join_all(start_calling(&client, 8, Duration::from_secs(60))).await;
+
+    let log = sandbox.request_log();
+    let served = |from: Duration, to: Duration| {
+        log.iter()
+            .filter(|r| r.status == Some(200) && r.at >= start + from && r.at < start + to)
+            .count()
+    };
+    let before = served(Duration::ZERO, UPGRADE);
+    let after = served(UPGRADE, Duration::from_secs(60));
+    let left = Plan::Pro.per_minute() as usize - before;
+    assert!(
+        after >= left / 2,
+        "expected at least half of the {left} requests the upgraded plan left in the window to \
+         be used in it, {after} were ({before} before the upgrade)"
     );
     assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
 }

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use petstore_client::{NewPet, Pet, PetId, PetStoreClient};
 use serde::de::DeserializeOwned;
@@ -31,13 +32,19 @@ pub fn pets_json(n: usize) -> String {
     format!("[{}]", pets.join(","))
 }
 
-fn response(status: &str, body: &str, limit: u64) -> Vec<u8> {
+/// A reply; with `limit`, the rate-limit headers report it (and `limit - 1` remaining).
+fn response(status: &str, body: &str, limit: Option<u64>) -> Vec<u8> {
+    let quota = limit.map_or(String::new(), |limit| {
+        format!(
+            "x-ratelimit-limit: {limit}\r\nx-ratelimit-remaining: {}\r\n\
+             x-ratelimit-reset: 4102444800\r\n",
+            limit - 1
+        )
+    });
     format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-         x-ratelimit-limit: {limit}\r\nx-ratelimit-remaining: {}\r\n\
-         x-ratelimit-reset: 4102444800\r\ndate: Sun, 22 Nov 2026 12:00:00 GMT\r\n\r\n{body}",
+         {quota}date: Sun, 22 Nov 2026 12:00:00 GMT\r\n\r\n{body}",
         body.len(),
-        limit - 1
     )
     .into_bytes()
 }
@@ -51,7 +58,7 @@ struct Replies {
 }
 
 impl Replies {
-    fn new(limit: u64) -> Self {
+    fn new(limit: Option<u64>) -> Self {
         let rex = r#"{"id":101,"name":"Rex","categoryId":3,"status":"available"}"#;
         Self {
             list: response("200 OK", &pets_json(100), limit).into(),
@@ -79,6 +86,17 @@ pub async fn start_server() -> SocketAddr {
 /// [`start_server`] reporting `limit` as `X-RateLimit-Limit` (and `limit - 1` remaining);
 /// also returns the count of connections it has accepted.
 pub async fn start_server_with_limit(limit: u64) -> (SocketAddr, Arc<AtomicUsize>) {
+    serve(Some(limit), Duration::ZERO).await
+}
+
+/// A server as [`start_server`]'s whose replies carry no rate-limit headers, as a service that
+/// does not report its limits, each sent `latency` after its request was read (a distant
+/// service's round trip).
+pub async fn start_server_without_rate_limit_headers(latency: Duration) -> SocketAddr {
+    serve(None, latency).await.0
+}
+
+async fn serve(limit: Option<u64>, latency: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let replies = Replies::new(limit);
@@ -106,6 +124,9 @@ pub async fn start_server_with_limit(limit: u64) -> (SocketAddr, Arc<AtomicUsize
                         }
                     }
                     buf.drain(..head_end + body_len);
+                    if !latency.is_zero() {
+                        tokio::time::sleep(latency).await;
+                    }
                     let reply = replies.to(request);
                     if socket.write_all(reply).await.is_err() {
                         return;

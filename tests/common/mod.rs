@@ -427,3 +427,4 @@ pub mod redis_server;
 pub mod redis_tls;
 pub mod simulation;
 pub mod slow_link;
+pub mod windows;
