@@ -284,7 +284,9 @@ impl Budgets {
     fn add(&mut self, quota: Quota, ends: Ends, at: Instant, sent: Instant, counted: u64) {
         if self.windows.len() == MAX_WINDOWS {
             // The window that ends first has the least to say about what is left.
-            if let Some(first) = (0..self.windows.len()).min_by_key(|&i| self.windows[i].ends.map(|e| e.at)) {
+            if let Some(first) =
+                (0..self.windows.len()).min_by_key(|&i| self.windows[i].ends.map(|e| e.at))
+            {
                 self.windows.remove(first);
             }
         }
@@ -436,7 +438,11 @@ mod tests {
     const T: i64 = 1_800_000_060;
 
     fn quota(limit: u64, remaining: u64, reset: i64) -> Quota {
-        Quota::new(limit, remaining, DateTime::from_timestamp(reset, 0).unwrap())
+        Quota::new(
+            limit,
+            remaining,
+            DateTime::from_timestamp(reset, 0).unwrap(),
+        )
     }
 
     fn secs(n: f64) -> Duration {
@@ -470,7 +476,10 @@ mod tests {
         budgets.report(quota(60, 48, T + 5), t0 + secs(65.0), at, own(3, at));
         assert_eq!(budgets.windows.len(), 1, "expected one window");
         assert_eq!(remaining(&budgets, at), Some(48));
-        assert!(budgets.alone(), "expected the fall explained by own requests");
+        assert!(
+            budgets.alone(),
+            "expected the fall explained by own requests"
+        );
     }
 
     #[test]
@@ -480,7 +489,11 @@ mod tests {
         budgets.report(quota(60, 10, T), t0 + secs(30.0), t0, own(1, t0));
         let at = t0 + secs(1.0);
         budgets.report(quota(120, 70, T), t0 + secs(30.0), at, own(2, at));
-        assert_eq!(remaining(&budgets, at), Some(70), "expected the upgrade's budget");
+        assert_eq!(
+            remaining(&budgets, at),
+            Some(70),
+            "expected the upgrade's budget"
+        );
     }
 
     #[test]
@@ -488,7 +501,12 @@ mod tests {
         let t0 = Instant::now();
         let end = t0 + secs(30.0);
         let mut budgets = Budgets::default();
-        budgets.report(quota(60, 10, T), end, t0 + secs(2.0), own(3, t0 + secs(1.0)));
+        budgets.report(
+            quota(60, 10, T),
+            end,
+            t0 + secs(2.0),
+            own(3, t0 + secs(1.0)),
+        );
         let late = own(3, t0);
         budgets.report(quota(60, 20, T), end, t0 + secs(3.0), late);
         assert_eq!(remaining(&budgets, t0 + secs(3.0)), Some(10));
@@ -506,7 +524,11 @@ mod tests {
         let at = t0 + secs(4.0);
         budgets.report(quota(60, 38, T), end, at, own(5, at));
         assert!(!budgets.alone());
-        assert!((budgets.instances() - 3.0).abs() < 1e-9, "{}", budgets.instances());
+        assert!(
+            (budgets.instances() - 3.0).abs() < 1e-9,
+            "{}",
+            budgets.instances()
+        );
     }
 
     #[test]
@@ -528,7 +550,11 @@ mod tests {
         // The next period's first answer: five spent, one of them this process's probe.
         let at = t0 + secs(10.5);
         budgets.report(quota(60, 55, T + 60), t0 + secs(70.0), at, own(2, at));
-        assert!((budgets.instances() - 5.0).abs() < 1e-9, "{}", budgets.instances());
+        assert!(
+            (budgets.instances() - 5.0).abs() < 1e-9,
+            "{}",
+            budgets.instances()
+        );
         assert_eq!(remaining(&budgets, at), Some(55));
     }
 
@@ -541,7 +567,11 @@ mod tests {
         let at = t0 + secs(10.2);
         assert_eq!(budgets.known(at), Known::Unknown, "expected a probe");
         budgets.report_none(at, own(2, t0 + secs(10.0)));
-        assert_eq!(remaining(&budgets, at), Some(60), "expected the window refilled");
+        assert_eq!(
+            remaining(&budgets, at),
+            Some(60),
+            "expected the window refilled"
+        );
         let Known::Budget(budget) = budgets.known(at + secs(600.0)) else {
             panic!("expected an assumed window to stay known");
         };
@@ -557,7 +587,11 @@ mod tests {
         // Fifteen own requests later, the next period's 429: four instances spend it.
         let at = t0 + secs(15.0);
         budgets.report(quota(60, 0, T + 60), t0 + secs(70.0), at, own(16, at));
-        assert!((budgets.instances() - 4.0).abs() < 1e-9, "{}", budgets.instances());
+        assert!(
+            (budgets.instances() - 4.0).abs() < 1e-9,
+            "{}",
+            budgets.instances()
+        );
         budgets.report_none(t0 + secs(70.5), own(17, t0 + secs(70.2)));
         assert_eq!(remaining(&budgets, t0 + secs(70.5)), Some(15));
     }
@@ -568,7 +602,12 @@ mod tests {
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 50, T), t0 + secs(30.0), t0, own(1, t0));
         let at = t0 + secs(1.0);
-        budgets.report(quota(1_000, 40, T + 3_600), t0 + secs(3_630.0), at, own(2, at));
+        budgets.report(
+            quota(1_000, 40, T + 3_600),
+            t0 + secs(3_630.0),
+            at,
+            own(2, at),
+        );
         assert_eq!(budgets.windows.len(), 2);
         assert_eq!(remaining(&budgets, at), Some(40));
         assert!(budgets.alone(), "a window first seen shows no others");

@@ -6,22 +6,17 @@ use std::net::IpAddr;
 
 use url::{Host, Url};
 
-/// The service `base_url` names, written the same for every spelling of it: scheme and host in
-/// lower case and the scheme's default port left out (as `Url` parses them), the path with one
-/// trailing slash, and every loopback host (`localhost`, `127.0.0.0/8`, `::1`) as
-/// `localhost`, since each reaches only this machine. Any other host is kept as written and
-/// never resolved: two DNS names of one address, or a name and its address, are two services.
+/// The service `base_url` names, written the same for every spelling of it: the scheme in
+/// lower case, the port (the scheme's default when none is written) and the path with one
+/// trailing slash. The host is left out: one key is one budget however its service's host is
+/// spelled (a trailing dot, a public and an internal name, a name and its address). Two
+/// services that share a key on one port and path but meter it apart each need a client of
+/// their own scope (`RateLimitScope::Client`).
 pub(crate) fn service(base_url: &Url) -> String {
-    let host = if is_loopback(base_url) {
-        "localhost"
-    } else {
-        base_url.host_str().unwrap_or_default()
-    };
-    let port = base_url.port().map(|port| format!(":{port}"));
+    let port = base_url.port_or_known_default().unwrap_or_default();
     format!(
-        "{}://{host}{}{}/",
+        "{}://:{port}{}/",
         base_url.scheme(),
-        port.as_deref().unwrap_or_default(),
         base_url.path().trim_end_matches('/'),
     )
 }
@@ -46,52 +41,35 @@ mod tests {
 
     #[test]
     fn spellings_of_one_base_url_name_one_service() {
-        let canonical = "https://petstore.example.com/v1/";
+        let canonical = of("https://petstore.example.com/v1/");
         for spelling in [
-            "https://petstore.example.com/v1/",
             "https://petstore.example.com/v1",
             "HTTPS://PetStore.Example.COM/v1",
             "https://petstore.example.com:443/v1/",
             "https://petstore.example.com/v1//",
+            "https://petstore.example.com./v1/",
+            "https://petstore.internal/v1/",
+            "https://93.184.215.14/v1/",
         ] {
             assert_eq!(of(spelling), canonical, "{spelling}");
         }
-        assert_eq!(of("http://example.com:80/v1"), "http://example.com/v1/");
-        assert_eq!(of("http://[2001:DB8::1]:80/v1"), "http://[2001:db8::1]/v1/");
+        assert_eq!(
+            of("http://example.com:80/v1"),
+            of("http://[2001:DB8::1]/v1")
+        );
     }
 
     #[test]
-    fn every_loopback_host_is_one_and_no_other_name_is_resolved() {
+    fn another_scheme_port_or_path_is_another_service() {
         let local = of("http://localhost:8080/v1/");
-        assert_eq!(local, "http://localhost:8080/v1/");
-        for spelling in [
-            "http://127.0.0.1:8080/v1",
-            "http://127.1.2.3:8080/v1/",
-            "http://[::1]:8080/v1",
-            "http://LocalHost:8080/v1/",
-        ] {
-            assert_eq!(of(spelling), local, "{spelling}");
-        }
         for other in [
             "https://localhost:8080/v1/",
             "http://localhost:8081/v1/",
             "http://localhost/v1/",
             "http://localhost:8080/v2/v1/",
-            "http://127.0.0.1.nip.io:8080/v1/",
-            "http://10.0.0.1:8080/v1/",
+            "http://localhost:8080/V1/",
         ] {
             assert_ne!(of(other), local, "{other}");
         }
-        // Not resolved: a name and its address, or two names of one host, stay apart.
-        assert_ne!(
-            of("https://petstore.example.com/v1/"),
-            of("https://93.184.215.14/v1/")
-        );
-        assert_ne!(
-            of("https://petstore.example.com/v1/"),
-            of("https://www.petstore.example.com/v1/")
-        );
-        // The path's case is the service's to decide.
-        assert_ne!(of("https://example.com/V1/"), of("https://example.com/v1/"));
     }
 }

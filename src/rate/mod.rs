@@ -102,11 +102,11 @@ pub enum RateLimitScope {
     /// so a client built per request or per module cannot defeat the discipline. The state is
     /// found by a hash of the key, never the key, and freed with the last client using it.
     ///
-    /// Base URLs are compared as the service they name: scheme and host case, the scheme's
-    /// default port and a trailing slash make no difference, and every loopback host
-    /// (`localhost`, `127.0.0.0/8`, `[::1]`) is one host, since each reaches only this
-    /// machine. No other name is resolved: two DNS names of one address, or a name and its
-    /// address, are two services, with a state each.
+    /// Base URLs are compared as the service they name, whatever its host is called: the
+    /// scheme, the port and the path tell services apart, never the host's spelling (a
+    /// trailing dot, a public and an internal name, a name and its address), since one key is
+    /// one budget. Two services on one port and path that meter one key apart need
+    /// [`Client`](Self::Client).
     #[default]
     Process,
     /// This client and its clones have a state of their own, as if in a process of their own

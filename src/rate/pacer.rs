@@ -249,7 +249,10 @@ mod tests {
         let gate = Gate::default();
         let now = Instant::now();
         let mut unknown = view(&gate, Known::Unknown, 1.0, 0, now);
-        assert_eq!(decide(&unknown, Pacing::Shared, now), Decision::Go { probe: true });
+        assert_eq!(
+            decide(&unknown, Pacing::Shared, now),
+            Decision::Go { probe: true }
+        );
         unknown.wire.probe = true;
         assert_eq!(
             decide(&unknown, Pacing::Sole, now),
@@ -289,7 +292,10 @@ mod tests {
         let held = decide(&view(&gate, known, 1.0, 1, now), Pacing::Shared, now);
         assert_eq!(held, Decision::ForResponse(Hold::Pace));
         let known = budgets(90, secs(30.0), now).known(now);
-        assert_eq!(decide(&view(&gate, known, 1.0, 1, now), Pacing::Shared, now), GO);
+        assert_eq!(
+            decide(&view(&gate, known, 1.0, 1, now), Pacing::Shared, now),
+            GO
+        );
     }
 
     #[test]
@@ -298,7 +304,11 @@ mod tests {
         let now = Instant::now();
         let first = view(&gate, Known::Unreported(1), 1.0, 1, now);
         let held = decide(&first, Pacing::Shared, now);
-        assert_eq!(held, Decision::ForResponse(Hold::Pace), "one answer may be a proxy's");
+        assert_eq!(
+            held,
+            Decision::ForResponse(Hold::Pace),
+            "one answer may be a proxy's"
+        );
         let known = Known::Unreported(3);
         let three = view(&gate, known.clone(), 1.0, 3, now);
         assert_eq!(decide(&three, Pacing::Shared, now), GO);
@@ -315,10 +325,18 @@ mod tests {
         let gate = Gate::default();
         let known = budgets(10, secs(11.0), now).known(now);
         // Two instances: this one's next request 11 s × 2 / 11 after its last.
-        let decision = decide(&view(&gate, known.clone(), 2.0, 0, now), Pacing::Shared, now);
+        let decision = decide(
+            &view(&gate, known.clone(), 2.0, 0, now),
+            Pacing::Shared,
+            now,
+        );
         assert_eq!(decision, Decision::Until(now + secs(2.0), Hold::Pace));
         assert_eq!(
-            decide(&view(&gate, known, 2.0, 0, now), Pacing::Shared, now + secs(2.0)),
+            decide(
+                &view(&gate, known, 2.0, 0, now),
+                Pacing::Shared,
+                now + secs(2.0)
+            ),
             GO
         );
     }
@@ -345,8 +363,17 @@ mod tests {
         let gate = Gate::default();
         let mut zero = Budgets::default();
         let reset = DateTime::from_timestamp(T, 0).unwrap();
-        zero.report(Quota::new(0, 0, reset), now + secs(10.0), now, Own::default());
-        let decision = decide(&view(&gate, zero.known(now), 1.0, 0, now), Pacing::Shared, now);
+        zero.report(
+            Quota::new(0, 0, reset),
+            now + secs(10.0),
+            now,
+            Own::default(),
+        );
+        let decision = decide(
+            &view(&gate, zero.known(now), 1.0, 0, now),
+            Pacing::Shared,
+            now,
+        );
         assert_eq!(decision, Decision::Until(now + secs(10.0), Hold::ZeroLimit));
     }
 }
