@@ -443,9 +443,13 @@ async fn after_a_plan_upgrade_in_mid_window_the_window_uses_half_the_new_budget_
         .unwrap();
     let start = Instant::now();
 
-    // 8 tasks call back to back through the first minute window; the plan goes from 60 to
-    // 300 a minute a third of the way into it.
-    join_all(start_calling(&client, 8, Duration::from_secs(60))).await;
+    // A call every half second until the plan goes from 60 to 300 a minute, a third of the
+    // way into the window, then 8 tasks back to back to its end.
+    while Instant::now() < start + UPGRADE {
+        client.list_pets().send().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    join_all(start_calling(&client, 8, Duration::from_secs(40))).await;
 
     let log = sandbox.request_log();
     let served = |from: Duration, to: Duration| {
