@@ -12,7 +12,7 @@ use std::task::Poll;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::lock;
+use super::lock::lock;
 use super::pacer::Hold;
 
 #[derive(Debug)]

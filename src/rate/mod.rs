@@ -18,6 +18,7 @@ mod gate;
 mod identity;
 mod lease;
 mod line;
+mod lock;
 mod pacer;
 #[cfg(feature = "redis")]
 mod redis;
@@ -27,6 +28,8 @@ mod store;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+pub(crate) use lock::lock;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -44,75 +47,15 @@ pub(crate) use identity::is_loopback;
 use lease::{Grant, Lease};
 use line::Line;
 pub(crate) use pacer::Hold;
+pub use pacer::Pacing;
 use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::{
     Topology as RedisTopology, cluster_client as redis_cluster_client, store as redis_store,
 };
+pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
 use store::{Exchange, Outcome, Verdict, WindowReport};
-
-/// How a client spends the rate-limit budget the service reports.
-///
-/// Set it with [`PetStoreClientBuilder::pacing`](crate::PetStoreClientBuilder::pacing). In
-/// every mode the client holds every request while the service asked for quiet (after a 429,
-/// or a 503 with `Retry-After`), and then lets one request through before the rest.
-///
-/// | mode | budget spent | for |
-/// | --- | --- | --- |
-/// | [`Shared`](Self::Shared) (default) | as fast as calls come while no other instance is seen spending the key, never held while the reported budget lasts (more than one request on the wire at once while each is at most a ninth of what is left); once others are seen, this process's share of what is left, spread over each window's time left | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other (up to 9 of them; more share a `RedisState`, feature `redis`) |
-/// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
-/// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
-///
-/// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
-/// reports it: at the start, and whenever a window resets, one request goes alone and the
-/// others wait for its answer.
-///
-/// ```
-/// use petstore_client::{Pacing, PetStoreClient};
-///
-/// let client = PetStoreClient::builder()
-///     .base_url("https://petstore.example.com/v1")
-///     .api_key("my-api-key")
-///     .pacing(Pacing::Sole) // this batch job is the key's only user
-///     .build()?;
-/// # Ok::<(), petstore_client::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Pacing {
-    /// Spend the budget as fast as calls come while this process is seen to be the key's only
-    /// user; spread its share over the window once others are seen.
-    #[default]
-    Shared,
-    /// Spend the budget as fast as calls come: this process is the key's only user.
-    Sole,
-    /// Do not pace by the reported budget.
-    Off,
-}
-
-/// Which clients share one rate-limit state (budgets, cooldown, the queue of held requests).
-///
-/// Set it with
-/// [`PetStoreClientBuilder::rate_limit_scope`](crate::PetStoreClientBuilder::rate_limit_scope).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum RateLimitScope {
-    /// Every client in this process built for the same base URL and API key shares one state,
-    /// so a client built per request or per module cannot defeat the discipline. The state is
-    /// found by a hash of the key, never the key, and freed with the last client using it.
-    ///
-    /// Base URLs are compared as the service they name, whatever its host is called: the
-    /// scheme, the port and the path tell services apart, never the host's spelling (a
-    /// trailing dot, a public and an internal name, a name and its address), since one key is
-    /// one budget. Two services on one port and path that meter one key apart need
-    /// [`Client`](Self::Client).
-    #[default]
-    Process,
-    /// This client and its clones have a state of their own, as if in a process of their own
-    /// (for tests that play several independent instances).
-    Client,
-}
 
 /// Independent instances that the discipline keeps from a ban without shared state, against a
 /// service that bans at the tenth request inside one `Retry-After`.
@@ -165,14 +108,6 @@ impl Shared {
             self.changed.notify_waiters();
         }
     }
-}
-
-/// Locks a mutex whose data stays consistent at every point a panic could occur, so a poisoned
-/// lock is still usable.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A client's handle on its key's rate-limit state.

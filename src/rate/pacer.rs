@@ -5,9 +5,47 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Pacing;
 use super::budget::{Budget, Known};
 use super::gate::Gate;
+
+/// How a client spends the rate-limit budget the service reports.
+///
+/// Set it with [`PetStoreClientBuilder::pacing`](crate::PetStoreClientBuilder::pacing). In
+/// every mode the client holds every request while the service asked for quiet (after a 429,
+/// or a 503 with `Retry-After`), and then lets one request through before the rest.
+///
+/// | mode | budget spent | for |
+/// | --- | --- | --- |
+/// | [`Shared`](Self::Shared) (default) | as fast as calls come while no other instance is seen spending the key, never held while the reported budget lasts (more than one request on the wire at once while each is at most a ninth of what is left); once others are seen, this process's share of what is left, spread over each window's time left | any process: CLIs and batch jobs alone on their key, and replicas, workers and cron jobs on one key, which know nothing of each other (up to 9 of them; more share a `RedisState`, feature `redis`) |
+/// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
+/// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
+///
+/// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
+/// reports it: at the start, and whenever a window resets, one request goes alone and the
+/// others wait for its answer.
+///
+/// ```
+/// use petstore_client::{Pacing, PetStoreClient};
+///
+/// let client = PetStoreClient::builder()
+///     .base_url("https://petstore.example.com/v1")
+///     .api_key("my-api-key")
+///     .pacing(Pacing::Sole) // this batch job is the key's only user
+///     .build()?;
+/// # Ok::<(), petstore_client::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Pacing {
+    /// Spend the budget as fast as calls come while this process is seen to be the key's only
+    /// user; spread its share over the window once others are seen.
+    #[default]
+    Shared,
+    /// Spend the budget as fast as calls come: this process is the key's only user.
+    Sole,
+    /// Do not pace by the reported budget.
+    Off,
+}
 
 /// Rule W: more than one request of this process on the wire at once only while what is left
 /// covers this many times those requests and one more request each of [`UNSEEN`] others: the

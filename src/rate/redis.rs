@@ -18,7 +18,7 @@ use url::Url;
 
 use super::identity::service;
 use super::lease::{Grant, LEASE_FOR, Return};
-use super::lock;
+use super::lock::lock;
 use super::pacer::Hold;
 use super::store::{Admission, BoxFuture, News, Outcome, PROBE_FOR, SharedStore, Store, Verdict};
 

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::lease::{Grant, Lease, Return};
-use super::lock;
+use super::lock::lock;
 use super::pacer::Hold;
 use crate::clock;
 
