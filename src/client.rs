@@ -286,9 +286,8 @@ impl PetStoreClientBuilder {
     }
 
     /// How to spend the rate-limit budget the service reports; [`Pacing::Shared`] by default:
-    /// never held while none of this process's requests is on the wire, as long as it is seen
-    /// to be the key's only user (save the last fifth of a window that ends within a minute,
-    /// which is spread over the time left), and spread over each window once other processes
+    /// never held while the reported budget lasts as long as this process is seen to be the
+    /// key's only user, and this process's share spread over each window once other processes
     /// or hosts are seen spending the key.
     ///
     /// [`Pacing::Sole`] sends a burst all at once, and is safe only when nothing else uses the

@@ -87,23 +87,21 @@
 //!    for quiet, then lets one request probe before the others;
 //! 3. reads the service's clock from `Date`, so that `X-RateLimit-Reset` and HTTP-date
 //!    `Retry-After` mean the same on a machine whose clock is off by minutes;
-//! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*`),
-//!    never assuming a window's budget before a response of that window reported it; by
-//!    default ([`Pacing::Shared`]) never held while none of its requests is on the wire, as
-//!    long as the budget falls by no more than this process's own requests explain (save the
-//!    last fifth of a window that ends within a minute, spread over the time left so that a
-//!    process starting later does not meet it spent), and spread over the window once others
-//!    on other processes or hosts are seen spending the key (the scenario matrix shows 16 and
-//!    32 independent instances safe, the simulation explorer up to eight in every world it
-//!    draws; for more, use the Redis state);
+//! 4. paces requests by the budget of every window the service reports (`X-RateLimit-*` or
+//!    the IETF fields, fixed or sliding, a second to a day), never assuming a window's budget
+//!    before a response of that window reported it; by default ([`Pacing::Shared`]) a key's
+//!    only user is never held while the reported budget lasts, and once other processes or
+//!    hosts are seen spending the key, each spreads its share over the window's time left. Up
+//!    to 9 independent instances send at most one request each inside any `Retry-After`; for
+//!    more, share the state through Redis (the design: `docs/DESIGN.md` in the repository);
 //! 5. counts a request that may have reached the service (cancelled, timed out) as spent;
 //! 6. fails at once with a rate-limited error ([`Error::Throttled`]) when a call would wait for
 //!    the rate limit longer than [`RetryPolicy::max_server_wait`] (120 s by default) in all,
 //!    or past its call timeout, such as on a spent daily quota.
 //!
 //! Instances that share a key coordinate only through the service's headers: a few 429s at
-//! the edge of a window remain possible (at most one per instance and window, each followed by
-//! silence until its `Retry-After` ends). With the `redis` feature,
+//! the edge of a window remain possible (each instance sends at most one request inside any
+//! `Retry-After`, then keeps silent until it ends). With the `redis` feature,
 //! `PetStoreClientBuilder::shared_state(RedisState::new(url)?)` shares one budget per window
 //! and one cooldown across hosts instead, and the process's own discipline takes over while
 //! Redis is unreachable. See [`RetryPolicy`] for the defaults and the full table of what is

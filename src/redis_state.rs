@@ -17,12 +17,9 @@ use crate::rate::{self, SharedStore};
 /// Requires the `redis` feature. Give it to
 /// [`PetStoreClientBuilder::shared_state`](crate::PetStoreClientBuilder::shared_state); clients
 /// share a state when they use the same Redis, the same API key and a base URL naming the same
-/// service. Base URLs are compared as the service they name: scheme and host case, the
-/// scheme's default port (443, 80) and a trailing slash make no difference, and every loopback
-/// host (`localhost`, `127.0.0.0/8`, `[::1]`) is one host. No other name is resolved: two DNS
-/// names of one address, or a name and its address, are two states, so give every instance
-/// the same spelling. A loopback base URL names each host's own machine, and the fleet takes
-/// them for one service, as with a proxy beside every instance that forwards to the API.
+/// service. Base URLs are compared by scheme, port (the scheme's default when none is written)
+/// and path, never by host: a trailing dot, a public and an internal name, or a name and its
+/// address are one service.
 ///
 /// ```no_run
 /// use petstore_client::{PetStoreClient, RedisState};
