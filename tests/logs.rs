@@ -130,3 +130,43 @@ async fn a_held_call_logs_its_true_reason_once_per_hold() {
         holds.len()
     );
 }
+
+/// More instances than the contract keeps from a ban without shared state: the budget falls 30
+/// for each of this process's requests. One WARN names the remedy, however often it shows.
+#[tokio::test(start_paused = true)]
+async fn a_fleet_past_the_contract_is_told_once_to_share_its_state() {
+    let (logs, _guard) = common::capture(tracing::Level::INFO);
+    let server = MockServer::start().await;
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(common::CLOCK_START_UNIX);
+    let date = httpdate::fmt_http_date(start);
+    let reset = i64::try_from(common::CLOCK_START_UNIX).unwrap() + 60;
+    let answers = (0..5)
+        .map(|call| {
+            let answer = common::json(200, PETS).insert_header("Date", date.as_str());
+            common::with_quota(answer, 1_000, 900 - 30 * call, reset)
+        })
+        .collect();
+    answers_in_turn(&server, answers).await;
+    let client = common::paused_builder(
+        common::base_url(&server),
+        common::API_KEY,
+        RetryPolicy::default(),
+    )
+    .rate_limit_scope(petstore_client::RateLimitScope::Client)
+    .build()
+    .unwrap();
+
+    for _ in 0..5 {
+        client.list_pets().send().await.unwrap();
+    }
+
+    let text = logs.text();
+    let warnings = lines_with(&text, "RedisState");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "expected one line naming RedisState, the log reads:\n{text}"
+    );
+    assert_line_says(warnings[0], "fleet", "WARN");
+    assert_line_says(warnings[0], "fleet", "instances");
+}
