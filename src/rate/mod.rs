@@ -39,7 +39,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use url::Url;
 
-use crate::clock::{self, Clock, ServerClock};
+use crate::clock::{self, Clock, ServerClock, ServerTime};
 use crate::headers::{self, Quiet, Quota, QuotaReading, ResetGiven};
 use budget::{Budgets, Own};
 use gate::Gate;
@@ -258,56 +258,7 @@ impl RateLimiter {
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
                 if let Decision::Go { probe } = decision {
-                    state.wire.admit(now, probe);
-                    let mut permit = Permit {
-                        shared,
-                        pacing: self.pacing,
-                        generation: state.gate.generation(),
-                        probe,
-                        store: self.store.as_ref(),
-                        store_probe: false,
-                        asks_again: false,
-                        leasing: false,
-                        admitted: 0,
-                        sent_at: now,
-                        period_known: state.latest.map(|quota| quota.reset.timestamp()),
-                        handed_out: false,
-                        settled: false,
-                    };
-                    let Some(link) = self.store.as_ref() else {
-                        return Ok((permit, None));
-                    };
-                    // The first request after the fleet's hold asks alone whether it is over,
-                    // so that the others do not all ask again and again.
-                    if let Some((_, hold)) = state.store.remote.take() {
-                        state.store.asking_again = Some(hold);
-                        permit.asks_again = true;
-                    }
-                    let metered = self.pacing != Pacing::Off && !state.budgets.unmetered();
-                    let leased = match &mut state.store.lease {
-                        Some(lease) if !permit.asks_again => lease.spend(now, metered),
-                        _ => None,
-                    };
-                    if let Some(admitted) = leased {
-                        permit.admitted = admitted;
-                        return Ok((permit, None));
-                    }
-                    // What a lease whose time is over did not spend goes back with this
-                    // round trip.
-                    if let Some(lease) = state.store.lease.as_mut().filter(|l| l.over(now)) {
-                        link.give_back(lease.end());
-                    }
-                    let want = state.store.want(now);
-                    if want > 1 {
-                        state.store.leasing = true;
-                        permit.leasing = true;
-                    }
-                    let ask = Ask {
-                        metered,
-                        seen: state.store.seen,
-                        want,
-                    };
-                    return Ok((permit, Some(ask)));
+                    return Ok(self.admitted(&mut state, now, probe));
                 }
                 decision
             };
@@ -337,6 +288,60 @@ impl RateLimiter {
         }
     }
 
+    /// Admits a request at `now` (a probe if `probe`): the permit, and what to ask the fleet's
+    /// store, unless there is none or this process's lease admits it.
+    fn admitted(&self, state: &mut State, now: Instant, probe: bool) -> (Permit<'_>, Option<Ask>) {
+        state.wire.admit(now, probe);
+        let mut permit = Permit {
+            shared: &self.shared,
+            pacing: self.pacing,
+            generation: state.gate.generation(),
+            probe,
+            fleet: Fleet {
+                link: self.store.as_ref(),
+                period_known: state.latest.map(|quota| quota.reset.timestamp()),
+                ..Fleet::default()
+            },
+            sent_at: now,
+            handed_out: false,
+            settled: false,
+        };
+        let Some(link) = self.store.as_ref() else {
+            return (permit, None);
+        };
+        // The first request after the fleet's hold asks alone whether it is over,
+        // so that the others do not all ask again and again.
+        if let Some((_, hold)) = state.store.remote.take() {
+            state.store.asking_again = Some(hold);
+            permit.fleet.asks_again = true;
+        }
+        let metered = self.pacing != Pacing::Off && !state.budgets.unmetered();
+        let leased = match &mut state.store.lease {
+            Some(lease) if !permit.fleet.asks_again => lease.spend(now, metered),
+            _ => None,
+        };
+        if let Some(admitted) = leased {
+            permit.fleet.admitted = admitted;
+            return (permit, None);
+        }
+        // What a lease whose time is over did not spend goes back with this
+        // round trip.
+        if let Some(lease) = state.store.lease.as_mut().filter(|l| l.over(now)) {
+            link.give_back(lease.end());
+        }
+        let want = state.store.want(now);
+        if want > 1 {
+            state.store.leasing = true;
+            permit.fleet.leasing = true;
+        }
+        let ask = Ask {
+            metered,
+            seen: state.store.seen,
+            want,
+        };
+        (permit, Some(ask))
+    }
+
     /// Asks the fleet's shared state whether the request the process admitted may go;
     /// `None` if the fleet holds it (the process then holds every request as long).
     async fn ask_store<'a>(&'a self, mut permit: Permit<'a>, ask: Ask) -> Option<Permit<'a>> {
@@ -361,34 +366,9 @@ impl RateLimiter {
                     admitted,
                     lease,
                 }) if !quiet_since => {
-                    permit.store_probe = probe;
-                    permit.admitted = admitted;
-                    // A request admitted alone starts the next lease's sizing, so that
-                    // requests coming faster are leased; one admitted beside a lease, asked
-                    // for or granted, leaves it be.
-                    let beside = state.store.leasing
-                        || (state.store.lease.as_ref()).is_some_and(|l| l.open(Instant::now()));
-                    if lease.is_some() || !beside {
-                        let grant = lease.unwrap_or_else(Grant::single);
-                        let mut lease = Lease::new(grant, admitted, ask.metered, asked);
-                        if let Some(mut last) = state.store.lease.take() {
-                            link.give_back(last.end());
-                        }
-                        // A hold another call met meanwhile ends it at once.
-                        if state.store.remote.is_some() {
-                            link.give_back(lease.end());
-                        }
-                        if lease.open(asked) {
-                            tokio::spawn(give_back_when_over(
-                                Arc::clone(&self.shared),
-                                Arc::clone(&link.store),
-                                link.name.clone(),
-                                lease.first(),
-                                lease.until(),
-                            ));
-                        }
-                        state.store.lease = Some(lease);
-                    }
+                    permit.fleet.probe = probe;
+                    permit.fleet.admitted = admitted;
+                    self.take_lease(&mut state, link, lease, admitted, ask.metered, asked);
                     (Some(permit), answered)
                 }
                 // Not sent: the call waits out the quiet in line like the others; what it
@@ -426,6 +406,44 @@ impl RateLimiter {
         };
         shared.wake(wake);
         permit
+    }
+
+    /// The fleet's store admitted a request asked at `asked` as its `admitted`-th, with `lease`
+    /// if it granted one. A request admitted alone starts the next lease's sizing, so that
+    /// requests coming faster are leased; one admitted beside a lease, asked for or granted,
+    /// leaves it be.
+    fn take_lease(
+        &self,
+        state: &mut State,
+        link: &StoreLink,
+        lease: Option<Grant>,
+        admitted: u64,
+        metered: bool,
+        asked: Instant,
+    ) {
+        let beside = state.store.leasing
+            || (state.store.lease.as_ref()).is_some_and(|l| l.open(Instant::now()));
+        if lease.is_some() || !beside {
+            let grant = lease.unwrap_or_else(Grant::single);
+            let mut lease = Lease::new(grant, admitted, metered, asked);
+            if let Some(mut last) = state.store.lease.take() {
+                link.give_back(last.end());
+            }
+            // A hold another call met meanwhile ends it at once.
+            if state.store.remote.is_some() {
+                link.give_back(lease.end());
+            }
+            if lease.open(asked) {
+                tokio::spawn(give_back_when_over(
+                    Arc::clone(&self.shared),
+                    Arc::clone(&link.store),
+                    link.name.clone(),
+                    lease.first(),
+                    lease.until(),
+                ));
+            }
+            state.store.lease = Some(lease);
+        }
     }
 
     /// What held back a request at `now` by `decision`, after it `waited`.
@@ -625,6 +643,18 @@ impl State {
     }
 }
 
+/// What one answer's window report asks of the fleet's store.
+#[derive(Default)]
+struct Read {
+    /// The report to send at once.
+    report: Option<WindowReport>,
+    /// The request was admitted before this process knew of the period it was counted in.
+    straddles: bool,
+    /// How long the window is, as the budgets reckon it.
+    #[cfg(feature = "metrics")]
+    length: Option<Duration>,
+}
+
 /// What a response head said about the rate limits.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HeadReport {
@@ -651,10 +681,23 @@ pub(crate) struct Permit<'a> {
     /// after the gate last closed may open it.
     generation: u64,
     probe: bool,
-    store: Option<&'a StoreLink>,
+    fleet: Fleet<'a>,
+    /// When it was handed to the caller, which sends the request then.
+    sent_at: Instant,
+    /// Handed to the caller, which may send the request: dropped unreported from then on, it
+    /// counts as spent. Dropped before, its call was cancelled while the fleet's store
+    /// decided, and it spends nothing here.
+    handed_out: bool,
+    settled: bool,
+}
+
+/// What the fleet's store knows of a permit.
+#[derive(Default)]
+struct Fleet<'a> {
+    link: Option<&'a StoreLink>,
     /// The fleet admitted this request to find out a period it does not know: the others
     /// wait for its report.
-    store_probe: bool,
+    probe: bool,
     /// This request asks the store whether the fleet's hold is over: the others wait for
     /// its answer.
     asks_again: bool,
@@ -662,15 +705,8 @@ pub(crate) struct Permit<'a> {
     leasing: bool,
     /// The fleet's number for this admission.
     admitted: u64,
-    /// When it was handed to the caller, which sends the request then.
-    sent_at: Instant,
     /// The latest period this process knew of when it admitted the request.
     period_known: Option<i64>,
-    /// Handed to the caller, which may send the request: dropped unreported from then on, it
-    /// counts as spent. Dropped before, its call was cancelled while the fleet's store
-    /// decided, and it spends nothing here.
-    handed_out: bool,
-    settled: bool,
 }
 
 impl Permit<'_> {
@@ -689,7 +725,7 @@ impl Permit<'_> {
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> HeadReport {
-        let store = self.store;
+        let store = self.fleet.link;
         let (head, tell) = self.settle(status, headers, at, backoff);
         if let (Some(link), Some((report, outcome))) = (store, tell) {
             if outcome == Outcome::Nothing {
@@ -715,10 +751,9 @@ impl Permit<'_> {
         let shared = self.shared;
         let mut report = None;
         let mut straddles = false;
-        let mut quiet_until = None;
         #[cfg(feature = "metrics")]
         let mut length = None;
-        let (wake, retry_after, quiet, urgent, quota, clock_offset) = {
+        let (wake, retry_after, quiet, urgent, quota, clock_offset, quiet_until) = {
             let mut state = shared.lock();
             let server = state.server_clock.read(headers, at, &shared.clock);
             // Without `Date` the reading is the local clock's own: no offset.
@@ -731,64 +766,14 @@ impl Permit<'_> {
                 None
             };
             let quiet = headers::quiet(status, retry_after);
-            let urgent = self.store.is_some() && (self.store_probe || quiet.is_some());
+            let urgent = self.fleet.link.is_some() && (self.fleet.probe || quiet.is_some());
             match reading {
                 QuotaReading::Read(quota, given) => {
-                    let reset_at = server.instant_of(quota.reset.timestamp());
-                    // A reset in seconds from now is placed from the answer's arrival, whatever
-                    // clock wrote its `Date`.
-                    let latest_end = match given {
-                        ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
-                        ResetGiven::In => reset_at,
-                    };
-                    let own = state.own(self.sent_at);
-                    let period = match given {
-                        ResetGiven::At => quota,
-                        // Named on the local clock, where its end is placed whatever the
-                        // `Date` of the backend that answered.
-                        ResetGiven::In => Quota {
-                            reset: chrono::DateTime::from_timestamp(
-                                shared.clock.second_of(reset_at),
-                                0,
-                            )
-                            .unwrap_or(quota.reset),
-                            ..quota
-                        },
-                    };
-                    state
-                        .budgets
-                        .report_placed(period, reset_at, latest_end, at, own);
+                    let read = self.report_read(&mut state, quota, given, &server, at, urgent);
+                    (report, straddles) = (read.report, read.straddles);
                     #[cfg(feature = "metrics")]
                     {
-                        length = state.budgets.length_of(period.reset.timestamp());
-                    }
-                    state.remember(quota);
-                    // A window the lease was not taken from, the next period of one: the
-                    // service counts what the lease would spend there, and the store, which
-                    // opens that window from this report, does not. The lease is void.
-                    if let Some(link) = self.store {
-                        let period = quota.reset.timestamp();
-                        let lease = state.store.lease.as_mut().filter(|l| !l.covers(period));
-                        link.give_back(lease.and_then(Lease::end));
-                    }
-                    if self.store.is_some() && reset_at > at {
-                        let window = WindowReport {
-                            limit: quota.limit,
-                            remaining: quota.remaining,
-                            period: quota.reset.timestamp(),
-                            ends_at: reset_at,
-                            admitted: self.admitted,
-                        };
-                        // Admitted before this process knew of the period: the store, which
-                        // may have counted it in the period before, counts it in this one
-                        // only from this report, and must hear of it before the rest of the
-                        // fleet spends the period's budget.
-                        straddles = self.period_known.is_none_or(|known| known < window.period);
-                        match self.store {
-                            Some(_) if urgent || straddles => report = Some(window),
-                            Some(link) => link.store.queue(&link.name, window),
-                            None => {}
-                        }
+                        length = read.length;
                     }
                 }
                 // A 429 shows the key is metered, whatever the headers say.
@@ -803,21 +788,18 @@ impl Permit<'_> {
             }
             // The gate closes before this request stops counting, so that no held request
             // slips through between the two.
-            match quiet {
-                Some(quiet) => {
-                    state.gate.close(at, quiet, backoff);
-                    quiet_until = state.gate.closed_until(at);
-                    // The lease is void in the quiet: what it did not spend goes back with
-                    // the report of it.
-                    if let Some(link) = self.store {
-                        link.give_back(state.store.lease.as_mut().and_then(Lease::end));
-                    }
-                }
-                None => state.gate.open(self.generation),
-            }
-            state.warn_of_others(self.pacing, self.store.is_some());
+            let quiet_until = self.heed(&mut state, quiet, at, backoff);
+            state.warn_of_others(self.pacing, self.fleet.link.is_some());
             let wake = self.release(&mut state);
-            (wake, retry_after, quiet, urgent, quota, clock_offset)
+            (
+                wake,
+                retry_after,
+                quiet,
+                urgent,
+                quota,
+                clock_offset,
+                quiet_until,
+            )
         };
         shared.wake(wake);
         let tell = (urgent || straddles).then(|| {
@@ -840,13 +822,106 @@ impl Permit<'_> {
         (head, tell)
     }
 
+    /// Closes the gate for the `quiet` a response that arrived at `at` asked for (for at least
+    /// `backoff` of the quiet responses in a row before it), or opens it: until when it is
+    /// closed. The lease is void in the quiet: what it did not spend goes back with the report
+    /// of it.
+    fn heed(
+        &self,
+        state: &mut State,
+        quiet: Option<Quiet>,
+        at: Instant,
+        backoff: &(dyn Fn(u32) -> Duration + Sync),
+    ) -> Option<Instant> {
+        let Some(quiet) = quiet else {
+            state.gate.open(self.generation);
+            return None;
+        };
+        state.gate.close(at, quiet, backoff);
+        if let Some(link) = self.fleet.link {
+            link.give_back(state.store.lease.as_mut().and_then(Lease::end));
+        }
+        state.gate.closed_until(at)
+    }
+
+    /// What a response whose head arrived at `at` reported of a window (`quota`, its reset
+    /// given as `given`) changes in this process, and what the fleet's store must hear at once.
+    fn report_read(
+        &self,
+        state: &mut State,
+        quota: Quota,
+        given: ResetGiven,
+        server: &ServerTime,
+        at: Instant,
+        urgent: bool,
+    ) -> Read {
+        let mut read = Read::default();
+        let reset_at = server.instant_of(quota.reset.timestamp());
+        // A reset in seconds from now is placed from the answer's arrival, whatever
+        // clock wrote its `Date`.
+        let latest_end = match given {
+            ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
+            ResetGiven::In => reset_at,
+        };
+        let own = state.own(self.sent_at);
+        let period = match given {
+            ResetGiven::At => quota,
+            // Named on the local clock, where its end is placed whatever the
+            // `Date` of the backend that answered.
+            ResetGiven::In => Quota {
+                reset: chrono::DateTime::from_timestamp(self.shared.clock.second_of(reset_at), 0)
+                    .unwrap_or(quota.reset),
+                ..quota
+            },
+        };
+        state
+            .budgets
+            .report_placed(period, reset_at, latest_end, at, own);
+        state.remember(quota);
+        // A window the lease was not taken from, the next period of one: the
+        // service counts what the lease would spend there, and the store, which
+        // opens that window from this report, does not. The lease is void.
+        if let Some(link) = self.fleet.link {
+            let period = quota.reset.timestamp();
+            let lease = state.store.lease.as_mut().filter(|l| !l.covers(period));
+            link.give_back(lease.and_then(Lease::end));
+        }
+        if self.fleet.link.is_some() && reset_at > at {
+            let window = WindowReport {
+                limit: quota.limit,
+                remaining: quota.remaining,
+                period: quota.reset.timestamp(),
+                ends_at: reset_at,
+                admitted: self.fleet.admitted,
+            };
+            // Admitted before this process knew of the period: the store, which
+            // may have counted it in the period before, counts it in this one
+            // only from this report, and must hear of it before the rest of the
+            // fleet spends the period's budget.
+            read.straddles = self
+                .fleet
+                .period_known
+                .is_none_or(|known| known < window.period);
+            match self.fleet.link {
+                Some(_) if urgent || read.straddles => read.report = Some(window),
+                Some(link) => link.store.queue(&link.name, window),
+                None => {}
+            }
+        }
+        #[cfg(feature = "metrics")]
+        {
+            read.length = state.budgets.length_of(period.reset.timestamp());
+        }
+        read
+    }
+
     /// The store answered, or failed to: the requests that waited for this one's answer look
     /// again. Whether the first in line waits to hear of it.
     fn answered(&mut self, state: &mut State) -> bool {
-        if std::mem::take(&mut self.leasing) {
+        if std::mem::take(&mut self.fleet.leasing) {
             state.store.leasing = false;
         }
-        if !std::mem::take(&mut self.asks_again) {
+        if !std::mem::take(&mut self.fleet.asks_again) {
             return false;
         }
         state.store.asking_again = None;
