@@ -141,7 +141,7 @@ async fn rate_limits(sandbox: &Sandbox) -> Result {
         shared.list_pets().limit(1).send().await?;
     }
     println!(
-        "   Pacing::Shared (default): {} calls took {:.1} s, spread over the windows; {} × 429",
+        "   Pacing::Shared (default): {} calls took {:.1} s, the budget spent, then held until the window reset; {} × 429",
         LIMIT + 1,
         start.elapsed().as_secs_f64(),
         limited("shared-demo")
