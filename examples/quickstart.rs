@@ -134,7 +134,7 @@ async fn rate_limits(sandbox: &Sandbox) -> Result {
             .count()
     };
 
-    // The default: the budget spread over the window, safe when other processes share the key.
+    // The default: a sole user spends the budget; others seen, each spreads its share.
     let shared = client_for("shared-demo", Pacing::Shared)?;
     let start = Instant::now();
     for _ in 0..=LIMIT {
