@@ -202,6 +202,8 @@ pub(crate) struct Budgets {
     windows: Vec<Window>,
     /// Answers in a row without rate-limit headers while no window is kept.
     without_quota: u32,
+    /// A 429 came without rate-limit headers: the slow start stays at one request on the wire.
+    refused: bool,
 }
 
 impl Budgets {
@@ -334,6 +336,7 @@ impl Budgets {
     /// spent.
     pub(crate) fn report_metered(&mut self) {
         self.without_quota = 0;
+        self.refused = true;
         for window in self.windows.iter_mut().filter(|w| w.ends.is_none()) {
             window.remaining = 0;
         }
@@ -392,6 +395,7 @@ impl Budgets {
         if self.windows.is_empty() {
             return match self.without_quota {
                 0 => Known::Unknown,
+                _ if self.refused => Known::Unreported(1),
                 answers => Known::Unreported(answers),
             };
         }
@@ -624,6 +628,11 @@ mod tests {
         assert!(budgets.unmetered());
         budgets.report_metered();
         assert_eq!(budgets.known(t0), Known::Unknown);
+        // After a 429 that showed no headers, no more doubling: one on the wire at a time.
+        for n in 1..=3 {
+            budgets.report_none(t0, own(n, t0));
+        }
+        assert_eq!(budgets.known(t0), Known::Unreported(1));
     }
 
     #[test]
