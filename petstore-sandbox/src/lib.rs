@@ -663,6 +663,9 @@ pub struct LoggedRequest {
     /// Whether it arrived while its key had been told to wait: during the `Retry-After` of a
     /// 429 (real or injected), or during a ban. [`Stats::during_cooldown`] counts these.
     pub during_cooldown: bool,
+    /// For a 429 (real or injected), until when, on tokio's clock, its `Retry-After` told the
+    /// client to wait: the wait no request of the key may be sent into.
+    pub told_to_wait_until: Option<Instant>,
 }
 
 const LOG_CAPACITY: usize = 100_000;

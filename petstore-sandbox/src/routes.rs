@@ -169,6 +169,7 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         user_agent,
         backend,
         during_cooldown: false,
+        told_to_wait_until: None,
     };
     let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
     entry.status = Some(response.status().as_u16());
@@ -222,6 +223,7 @@ async fn admit(
             during_cooldown,
         }) => {
             entry.during_cooldown = during_cooldown;
+            entry.told_to_wait_until = Some(entry.at + Duration::from_secs(retry_after));
             let response = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
@@ -234,6 +236,7 @@ async fn admit(
             retry_after,
         }) => {
             entry.during_cooldown = true;
+            entry.told_to_wait_until = Some(entry.at + Duration::from_secs(retry_after));
             let message = "the API key is banned for calling on after a 429";
             let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
             return with_quota(with_retry_after(response, retry_after), headers, shared);
@@ -249,6 +252,7 @@ async fn admit(
     if let (Some(wait), Some(key)) = (fault.kind.cooldown(), key) {
         // An injected 429 acts like a real one: the key must wait.
         lock(&shared.limiter).cool_down(key, wait);
+        entry.told_to_wait_until = Some(Instant::now() + wait);
     }
     let response = match fault.kind {
         FaultKind::Status {

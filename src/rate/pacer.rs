@@ -53,6 +53,10 @@ pub enum Pacing {
 /// empty the window before the requests on the wire arrive.
 const BURST_SHARE: u64 = 9;
 
+/// Rule C: how much later than this instance's another's `Retry-After` may end: waits are
+/// given in whole seconds, rounded up.
+const ROUNDING: Duration = Duration::from_secs(1);
+
 /// Rule W: the other instances, unseen, that the contract covers beside this one.
 const UNSEEN: u64 = 8;
 
@@ -146,9 +150,11 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     {
         return Decision::Until(until, Hold::ZeroLimit);
     }
-    // Rule C.
-    if let Some(until) = view.gate.closed_until(now) {
-        return Decision::Until(until, Hold::Cooldown);
+    // Rule C, a second longer than the `Retry-After`: one another instance was given, rounded
+    // up to whole seconds from another instant, may end up to a second later.
+    let since = now.checked_sub(ROUNDING).unwrap_or(now);
+    if let Some(until) = view.gate.closed_until(since) {
+        return Decision::Until(until + ROUNDING, Hold::Cooldown);
     }
     if let Some((until, hold)) = view.remote {
         return Decision::Until(until, hold);
@@ -388,8 +394,8 @@ mod tests {
         let known = budgets(30, secs(30.0), now).known(now);
         for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
             let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, now);
-            assert_eq!(decision, Decision::Until(now + secs(3.0), Hold::Cooldown));
-            let later = now + secs(3.0);
+            assert_eq!(decision, Decision::Until(now + secs(4.0), Hold::Cooldown));
+            let later = now + secs(4.0);
             let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, later);
             assert_eq!(decision, Decision::Go { probe: true });
         }

@@ -104,6 +104,10 @@ pub struct Cell {
     pub start_gap: Duration,
 }
 
+/// Independent instances that the rate contract keeps from a ban without shared state, against
+/// the sandbox's ban at the tenth request inside one `Retry-After`.
+pub const CONTRACT_INSTANCES: usize = 9;
+
 impl Default for Cell {
     fn default() -> Self {
         Self::new("", 1)
@@ -111,6 +115,12 @@ impl Default for Cell {
 }
 
 impl Cell {
+    /// Whether the rate contract promises this cell no ban: clones or clients of one process,
+    /// or at most [`CONTRACT_INSTANCES`] independent instances.
+    pub fn within_contract(&self) -> bool {
+        self.sharing != Sharing::Independent || self.instances <= CONTRACT_INSTANCES
+    }
+
     pub fn new(name: &str, instances: usize) -> Self {
         Self {
             name: name.to_owned(),
@@ -206,9 +216,12 @@ pub fn cells() -> Vec<Cell> {
     cells.extend(backend_cells());
     cells.extend(clock_step_cells());
     cells.extend([
+        // A budget ample enough for two requests on the wire at once, one of them the late.
         Cell {
             faults: late_answer_faults(),
             extra_429s: Some(1),
+            per_minute: 300,
+            tasks: 2,
             ..Cell::new(
                 "a 2xx sent before an injected 429 arrives during its Retry-After, 1 instance",
                 1,
@@ -721,6 +734,9 @@ fn clock_step_cells() -> Vec<Cell> {
                     after: Duration::from_secs(120),
                     by,
                 }),
+                // A clock stepped back into a spent window refuses what no answer foretold: a
+                // 429 an instance beside the one each window's end may give it.
+                extra_429s: Some(if by < 0 { instances } else { 0 }),
                 ..Cell::new(
                     &format!(
                         "service clock steps {by:+} s in mid-window, {instances} instance{plural}"
@@ -793,7 +809,10 @@ impl Figures {
     pub fn check(&self, cell: &Cell) -> Result<(), String> {
         let policy = RetryPolicy::default();
         let mut problems = Vec::new();
-        if self.bans > 0 {
+        // Past the contract, a fleet is held to its count alone: at most one request per
+        // instance inside any `Retry-After`.
+        let within = cell.within_contract();
+        if self.bans > 0 && within {
             problems.push(format!("{} bans", self.bans));
         }
         if self.most_in_a_cooldown > 1 {
@@ -802,7 +821,10 @@ impl Figures {
                 self.most_in_a_cooldown
             ));
         }
-        let most_429 = cell.extra_429s.map(|extra| cell.instances + extra);
+        let most_429 = cell
+            .extra_429s
+            .filter(|_| within)
+            .map(|extra| cell.instances + extra);
         if let Some(most) = most_429.filter(|most| self.most_429_in_a_window > *most) {
             problems.push(format!(
                 "{} × 429 in one window (at most {most} allowed)",
@@ -817,6 +839,7 @@ impl Figures {
             ));
         }
         match cell.expect {
+            _ if !within => {}
             Expect::Goodput(least) if self.goodput < least => problems.push(format!(
                 "goodput {:.1}% < {:.0}%",
                 self.goodput * 100.0,
@@ -1080,8 +1103,14 @@ pub async fn run(cell: &Cell) -> Figures {
 fn print_log(log: &[LoggedRequest]) {
     let Some(first) = log.first() else { return };
     for request in log {
+        let wait = request.told_to_wait_until.map_or(String::new(), |until| {
+            format!(
+                " told to wait until {:.3} s",
+                (until - first.at).as_secs_f64()
+            )
+        });
         println!(
-            "{:>9.3} s {:<12} {:>4} {}",
+            "{:>9.3} s {:<12} {:>4} {}{wait}",
             (request.at - first.at).as_secs_f64(),
             request.user_agent.as_deref().unwrap_or("-"),
             request
@@ -1179,7 +1208,8 @@ fn late_answers(log: &[LoggedRequest]) -> usize {
     for request in log {
         match request.status {
             Some(429) => last_429 = Some(request.at),
-            Some(200..=299) if last_429.is_some_and(|at| request.at < at) => late += 1,
+            // Logged after the 429, so answered after it; arrived no later, so sent before it.
+            Some(200..=299) if last_429.is_some_and(|at| request.at <= at) => late += 1,
             _ => {}
         }
     }
@@ -1194,19 +1224,23 @@ fn most_429_in_a_window(log: &[LoggedRequest], minute: u64) -> usize {
     per_window.into_values().max().unwrap_or(0)
 }
 
-/// A 429 that did not itself arrive during a cooldown starts one; every request that arrived
-/// during it counts against the instance (user agent) that sent it.
+/// The most requests one instance (user agent) sent inside the `Retry-After` of one 429, any
+/// instance's: from the 429's arrival to the end its `Retry-After` gave, while the key was
+/// still told to wait (a `Retry-After` rounded up to whole seconds can outlast the wait).
 pub fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
-    let mut cooldown = 0;
-    let mut counts: HashMap<(usize, Option<&str>), usize> = HashMap::new();
-    for request in log {
-        if request.during_cooldown {
-            *counts
-                .entry((cooldown, request.user_agent.as_deref()))
-                .or_default() += 1;
-        } else if request.status == Some(429) {
-            cooldown += 1;
+    let mut most = 0;
+    for limited in log {
+        let Some(until) = limited.told_to_wait_until else {
+            continue;
+        };
+        let mut counts: HashMap<Option<&str>, usize> = HashMap::new();
+        let inside = log
+            .iter()
+            .filter(|r| r.during_cooldown && r.at > limited.at && r.at < until);
+        for request in inside {
+            *counts.entry(request.user_agent.as_deref()).or_default() += 1;
         }
+        most = most.max(counts.into_values().max().unwrap_or(0));
     }
-    counts.into_values().max().unwrap_or(0)
+    most
 }

@@ -6,8 +6,9 @@
 //! (`matrix::run`) and checked by its invariants.
 //!
 //! `SIM_MAX_INSTANCES` (default [`DEFAULT_MAX_INSTANCES`]) caps the independent instances of
-//! a world; above 8, worlds of 16 and 32 independent instances are drawn too, only of the kinds
-//! such a fleet can keep without shared state (see `within_reach_of_independent_instances`). `SIM_STRICT=1`
+//! a world; above 8, worlds of 16 and 32 independent instances are drawn too, as drawn, and held
+//! to the contract's count alone (at most one request per instance inside any `Retry-After`).
+//! `SIM_STRICT=1`
 //! holds worlds with a plan change, or with a backend off the limiter's clock by more than a
 //! tenth of the window, to the goodput floor as well (by default only their safety is checked:
 //! today's client falls short of the floor in some of them).
@@ -124,25 +125,21 @@ pub fn world(seed: u64) -> Cell {
         let fraction = rng.pick(&[0.1, 0.5, 1.0]);
         cell.faults.push(Fault::latency(delay).fraction(fraction));
     }
-    let mut injected_429 = None;
     if rng.chance(0.3) {
         let times = 1 + rng.below(3);
         let (fault, form) = retry_after_form(&mut rng, &cell, 429);
-        let words = format!(", 429 × {times} with Retry-After {form}");
-        injected_429 = Some((cell.faults.len(), words.clone()));
         cell.faults.push(fault.times(times));
-        cell.name.push_str(&words);
+        cell.name
+            .push_str(&format!(", 429 × {times} with Retry-After {form}"));
     }
-    let unavailable_first = rng.chance(0.15);
-    if unavailable_first {
+    if rng.chance(0.15) {
         let times = 1 + rng.below(3);
         let (fault, form) = retry_after_form(&mut rng, &cell, 503);
         cell.faults.push(fault.times(times));
         cell.name
             .push_str(&format!(", 503 × {times} with Retry-After {form}"));
     }
-    let quota_less_first = rng.chance(0.1);
-    if quota_less_first {
+    if rng.chance(0.1) {
         cell.faults.push(
             Fault::non_json_body(502)
                 .without_rate_limit_headers()
@@ -191,10 +188,6 @@ pub fn world(seed: u64) -> Cell {
             cell.start_gap.as_millis()
         ));
     }
-    if cell.instances > ALWAYS_WITHIN_REACH {
-        let held_first = quota_less_first || unavailable_first;
-        within_reach_of_independent_instances(&mut cell, injected_429, held_first);
-    }
     if !cell.backends.is_empty() {
         let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
         cell.name
@@ -217,123 +210,6 @@ pub fn world(seed: u64) -> Cell {
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
     cell
-}
-
-/// How far ahead of the limiter's clock a backend's may run in a world of more independent
-/// instances than [`ALWAYS_WITHIN_REACH`]: the second by which instances that have seen
-/// others wait past a window's end.
-const AHEAD_WITHIN_REACH: i64 = 1;
-
-/// Independent instances up to which every world is within reach: fewer than the sandbox's
-/// ban threshold (10 requests inside one `Retry-After`).
-const ALWAYS_WITHIN_REACH: usize = 8;
-
-/// Makes a world of more independent instances than [`ALWAYS_WITHIN_REACH`] one that
-/// instances which know nothing of each other can keep without a ban, whatever client they
-/// run. Each instance learns of the others only from its own answers, and every instance that
-/// has not met a 429 calls into its `Retry-After`, so ten of them there are a ban. Out of
-/// reach, therefore (the `redis` feature's shared state is for those fleets):
-/// - a window that allows fewer than three requests per instance: every instance sends its
-///   first request, and the next one before its second answer can show the others; with
-///   latencies that differ, the instances answered first send more before the slower ones'
-///   requests show, and a window of two per instance runs out with the others still calling;
-/// - instances that start one after another, with a window that allows fewer than fifteen
-///   requests per instance: the first, alone, may spend all but the fifth it keeps for
-///   others, and that fifth must leave each later instance three: its first request, the
-///   second it sends before an answer can show the others, and one for the instances pacing
-///   on what they saw left (with ten, 32 instances started 0.5 to 1.9 s apart got the key
-///   banned: soak seeds 4252, 7565, 7568, 11474, 16504, 17609);
-/// - first answers without quota headers (a 502 page), or a 503 with `Retry-After` (soak
-///   seeds 14017, 17151), with a window that allows fewer than fifteen requests per instance:
-///   an instance so answered learns of the window, or calls again, only after the others
-///   have spent their first requests, and every header it then sees is what a key's only
-///   user restarted in mid-window sees (a partly spent window that falls by its own requests
-///   alone), which must not wait while the budget lasts: it is an instance started after the
-///   others, as above;
-/// - a plan downgraded in mid-window (soak seeds 10164, 13458, 15491): the window's budget
-///   falls at once by the difference, which no answer foretold, and where more than the new
-///   limit is spent it is spent at once, and every instance's next request meets its 429;
-/// - instances that start one after another, with a day window that binds at all: an
-///   instance that starts alone and sees the day bind spends what the day has left (a
-///   reserve is kept only of a window that ends within a minute: one of a day would cost a
-///   key's only user its day), so the next one to start meets the day's 429, whose
-///   `Retry-After` lasts to the day's end, and so does every instance that has not met it;
-/// - a day window that allows fewer than the minute's and two more per instance: the headers
-///   show whichever window has less left, so a day that falls with the minute is not seen
-///   until the minute resets, and then every instance's first request meets the day's 429;
-/// - a day window that binds at all, with a minute that allows fewer than ten requests per
-///   instance: a minute that begins with the day holding at least the minute's budget shows
-///   only the minute, exactly as a world without a day does, where the goodput the matrix
-///   asks of independent instances (90%) spends all but less than one request per instance
-///   of it; a minute that begins with the day less than one request per instance above the
-///   minute's budget (an earlier minute of the day spent the rest, a partial one at the
-///   start too) so leaves the day below one request per instance, unseen, and every
-///   instance's first request of the next minute meets its 429;
-/// - `X-RateLimit-Remaining` that no client can read (`-1`): only 429s show the budget;
-/// - backends whose clocks all run ahead of the limiter's: no answer shows when the limiter's
-///   windows end, every instance places each end early by as much, and their first requests
-///   after it meet the 429 of a window that has not ended;
-/// - a backend ahead of the limiter by more than [`AHEAD_WITHIN_REACH`]: instances that start
-///   together send their first requests in turn, so that a balancer answering in turn gives
-///   each instance's first answers of a window to one backend, and for half the fleet or
-///   more that is the one ahead: they are in the world above for that window, and call, each
-///   once, into the 429 of a window that has not ended;
-/// - instances that start one after another, behind a backend whose clock runs so far behind
-///   the limiter's that a window's end is placed more than a minute away: the first, alone,
-///   takes the window for a long one, of which it keeps no reserve (as of a day), and the
-///   later ones meet a spent window, one 429 each;
-/// - a step of the service's clock back: the windows it steps back into may be spent, and
-///   their 429 comes as unforeseen as an injected one;
-/// - an injected 429, which the sandbox applies to the whole key: every other instance calls
-///   into that `Retry-After` until it meets a 429 of its own.
-fn within_reach_of_independent_instances(
-    cell: &mut Cell,
-    injected_429: Option<(usize, String)>,
-    held_first: bool,
-) {
-    let instances = cell.instances as u32;
-    let late_starters = !cell.start_gap.is_zero() || held_first;
-    let per_instance = if late_starters { 15 } else { 3 };
-    let least = per_instance * instances;
-    cell.per_minute = cell.per_minute.max(least);
-    let (mut least_per_minute, mut most_per_minute) = (cell.per_minute, cell.per_minute);
-    if let Some(change) = &mut cell.plan_change {
-        change.per_minute = change.per_minute.max(cell.per_minute);
-        least_per_minute = least_per_minute.min(change.per_minute);
-        most_per_minute = most_per_minute.max(change.per_minute);
-    }
-    cell.per_day = cell.per_day.max(most_per_minute + 2 * instances);
-    if least_per_minute < 10 * instances || late_starters {
-        let minutes_in_a_day = u32::try_from(cell.day / cell.minute).unwrap_or(u32::MAX);
-        let never_binds = minutes_in_a_day
-            .saturating_mul(most_per_minute)
-            .saturating_add(instances);
-        cell.per_day = cell.per_day.max(never_binds);
-    }
-    if let Some(change) = &mut cell.plan_change {
-        change.per_day = cell.per_day;
-    }
-    if cell.quota_fields == QuotaFields::NegativeRemaining {
-        cell.quota_fields = QuotaFields::XRateLimit;
-    }
-    let furthest_behind = cell
-        .backends
-        .iter()
-        .map(|offset| -offset)
-        .max()
-        .unwrap_or(0);
-    let placed_beyond_a_minute = cell.minute as i64 + furthest_behind > 60;
-    if cell.backends.iter().all(|offset| *offset > 0) || (late_starters && placed_beyond_a_minute) {
-        cell.backends.clear();
-    }
-    for offset in &mut cell.backends {
-        *offset = (*offset).min(AHEAD_WITHIN_REACH);
-    }
-    cell.clock_step = cell.clock_step.filter(|step| step.by > 0);
-    if let Some((index, words)) = injected_429 {
-        drop(cell.faults.remove(index));
-        cell.name = cell.name.replacen(&words, "", 1);
-    }
 }
 
 /// An injected `status` with one of the forms `Retry-After` takes, and that form in words.
