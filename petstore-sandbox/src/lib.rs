@@ -44,10 +44,10 @@
 //! | creation body over [`max_body_bytes`](SandboxBuilder::max_body_bytes) (64 KiB) | 413 `payload_too_large` |
 //! | unknown route, wrong method | 404 `not_found`, 405 `method_not_allowed` |
 //! | `getPet` deprecation | `Sunset: Thu, 05 Dec 2030 00:00:00 GMT` on its responses; no `Deprecation` header, as the specification gives no deprecation date |
-//! | rate windows | fixed windows aligned to multiples of their length in unix time, so `X-RateLimit-Reset` is the exact second a window ends |
+//! | rate windows | fixed windows aligned to multiples of their length in unix time, so `X-RateLimit-Reset` is the exact second a window ends; or sliding ones ([`WindowKind::Sliding`]), where a request counts for the window's length from its arrival and `X-RateLimit-Reset` is the second the oldest counted request ages out |
 //! | headers of a 401 | the Free plan's minute window, untouched: unauthenticated requests are not counted |
 //! | which window the headers show | the one with fewer requests remaining (the minute one on a tie) |
-//! | a request over the limit | not counted; 429 `rate_limited` with `Retry-After` = seconds until the window frees (at least 1) |
+//! | a request over the limit | not counted; 429 `rate_limited` with `Retry-After` = seconds until the window can take a request again (rounded up, at least 1) |
 //! | calling during that `Retry-After` | 429 `rate_limited`; the [`ban_threshold`](SandboxBuilder::ban_threshold)-th such request (10) bans the key for [`ban_duration`](SandboxBuilder::ban_duration) (600 s): 429 `key_banned` with the remaining ban as `Retry-After` |
 //! | injected faults | applied after authentication and rate limiting, so a faulted request counts against the quota |
 //! | an injected 429 with a `Retry-After` of whole or decimal seconds | like a real 429: the key must wait that long (rounded up), and calls during the wait strike toward the ban; an injected 5xx never does |
@@ -95,6 +95,7 @@ use tokio::time::Instant;
 use url::Url;
 
 pub use faults::{Fault, Route};
+pub use limits::WindowKind;
 
 use limits::{ClockStep, Limiter, Limits, PlanChange, UnixClock};
 use petstore_client::NewPet;
@@ -202,6 +203,11 @@ pub enum QuotaFields {
     /// As specified, but `X-RateLimit-Limit` and `-Remaining` are `18446744073709551615`
     /// (`u64::MAX`), the "unlimited" some gateways send. The plan is still enforced.
     Unlimited,
+    /// As specified, but only on 429 answers: a success tells nothing of the quota, as on
+    /// services that report it only once it is spent.
+    OnlyOn429,
+    /// No rate-limit headers on any answer; a 429 still carries `Retry-After`.
+    Absent,
 }
 
 impl SandboxBuilder {
@@ -227,6 +233,22 @@ impl SandboxBuilder {
     /// The length of the "day" window; 86,400 s by default. Rounded to whole seconds, at least 1.
     pub fn day_window(mut self, length: Duration) -> Self {
         self.limits.day_window = whole_seconds(length);
+        self
+    }
+
+    /// How both windows count requests; [`WindowKind::Fixed`] by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_sandbox::{Sandbox, WindowKind};
+    ///
+    /// // A request counts for ten seconds from its arrival.
+    /// let rolling = Sandbox::builder()
+    ///     .minute_window(Duration::from_secs(10))
+    ///     .window_kind(WindowKind::Sliding);
+    /// ```
+    pub fn window_kind(mut self, kind: WindowKind) -> Self {
+        self.limits.window_kind = kind;
         self
     }
 
@@ -504,6 +526,7 @@ impl Sandbox {
             limits: Limits {
                 minute_window: Duration::from_secs(60),
                 day_window: Duration::from_secs(86_400),
+                window_kind: WindowKind::Fixed,
                 ban_threshold: 10,
                 ban_duration: Duration::from_secs(600),
                 clock_start: None,
@@ -666,6 +689,24 @@ pub struct LoggedRequest {
     /// For a 429 (real or injected), until when, on tokio's clock, its `Retry-After` told the
     /// client to wait: the wait no request of the key may be sent into.
     pub told_to_wait_until: Option<Instant>,
+    /// When its answer left (after any injected latency), on tokio's clock; `None` when the
+    /// connection was dropped without one.
+    pub answered_at: Option<Instant>,
+    /// The quota its answer reported, whatever the [`QuotaFields`]; `None` when the answer
+    /// carried no rate-limit headers.
+    pub quota: Option<ShownQuota>,
+}
+
+/// The quota an answer reported, as numbers (see [`LoggedRequest::quota`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShownQuota {
+    /// The limit of the window shown (the one with fewer requests remaining).
+    pub limit: u64,
+    /// The requests it had left, this one counted.
+    pub remaining: u64,
+    /// When it resets, in Unix seconds on the limiter's clock.
+    pub reset: u64,
 }
 
 const LOG_CAPACITY: usize = 100_000;

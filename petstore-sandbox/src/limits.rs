@@ -1,6 +1,7 @@
-//! Per-key rate limiting on two fixed windows, the cooldown after a 429, and the ban.
+//! Per-key rate limiting on two windows (fixed or sliding), the cooldown after a 429, and the
+//! ban.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::TimeDelta;
@@ -74,6 +75,7 @@ pub(super) fn shift(unix: Duration, by: TimeDelta) -> Duration {
 pub(super) struct Limits {
     pub(super) minute_window: Duration,
     pub(super) day_window: Duration,
+    pub(super) window_kind: WindowKind,
     pub(super) ban_threshold: u32,
     pub(super) ban_duration: Duration,
     pub(super) clock_start: Option<SystemTime>,
@@ -106,25 +108,89 @@ pub(super) enum Verdict {
     Banned { headers: Headers, retry_after: u64 },
 }
 
+/// How the sandbox's windows count requests (see [`SandboxBuilder::window_kind`]); both the
+/// minute and the day window count the same way.
+///
+/// [`SandboxBuilder::window_kind`]: super::SandboxBuilder::window_kind
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum WindowKind {
+    /// Windows aligned to multiples of their length in Unix time: a window's count starts
+    /// afresh when it ends, at the second `X-RateLimit-Reset` gives, and a 429's `Retry-After`
+    /// lasts until then.
+    #[default]
+    Fixed,
+    /// Rolling windows: a request counts for the window's length from its arrival, so
+    /// `remaining` is the limit minus the requests of the last window's length, and
+    /// `X-RateLimit-Reset` (the second the oldest counted request ages out) moves with the
+    /// answers. A 429's `Retry-After` lasts until a request can be accepted again, rounded up
+    /// to whole seconds. Cooldowns and the ban are as with fixed windows.
+    Sliding,
+}
+
 /// How many of a key's most recent windows of one length keep their count.
 const WINDOWS_KEPT: usize = 8;
 
-/// The counts of a key's recent windows of one length, by window index, as a store keyed by
-/// window would keep them: a clock stepped back into a window counts on from what it had.
+/// What a key sent in its recent windows of one length. Fixed windows keep counts by window
+/// index, as a store keyed by window would: a clock stepped back into a window counts on from
+/// what it had. Sliding windows keep the arrival of every request still counted, in order.
 #[derive(Debug, Default, Clone)]
 struct Windows {
     counts: BTreeMap<u128, u64>,
+    arrivals: VecDeque<Duration>,
 }
 
 impl Windows {
-    fn count(&self, index: u128) -> u64 {
-        self.counts.get(&index).copied().unwrap_or(0)
+    /// The window of `length` in force at `unix`, judged by `limit`.
+    fn bucket(&mut self, kind: WindowKind, unix: Duration, length: Duration, limit: u32) -> Bucket {
+        let limit = u64::from(limit);
+        match kind {
+            WindowKind::Sliding => {
+                // A request counts until `length` after its arrival.
+                while self.arrivals.front().is_some_and(|at| *at + length <= unix) {
+                    self.arrivals.pop_front();
+                }
+                let used = self.arrivals.len() as u64;
+                let ages_out = |at: Option<&Duration>| at.map_or(unix, |at| *at) + length;
+                // The request whose ageing out leaves room for one more.
+                let freeing = usize::try_from(used.saturating_sub(limit)).unwrap_or(usize::MAX);
+                Bucket {
+                    limit,
+                    used,
+                    end: ceil_secs(ages_out(self.arrivals.front())),
+                    free_at: ages_out(self.arrivals.get(freeing)),
+                }
+            }
+            _ => {
+                let end = window_end(unix, length);
+                Bucket {
+                    limit,
+                    used: self
+                        .counts
+                        .get(&window_index(unix, length))
+                        .copied()
+                        .unwrap_or(0),
+                    end,
+                    free_at: Duration::from_secs(end),
+                }
+            }
+        }
     }
 
-    fn add(&mut self, index: u128) {
-        *self.counts.entry(index).or_insert(0) += 1;
-        while self.counts.len() > WINDOWS_KEPT {
-            self.counts.pop_first();
+    /// Counts a request that arrived at `unix`.
+    fn add(&mut self, kind: WindowKind, unix: Duration, length: Duration) {
+        match kind {
+            WindowKind::Sliding => {
+                // In order of arrival on the service's clock, which a step back may reorder.
+                let at = self.arrivals.partition_point(|earlier| *earlier <= unix);
+                self.arrivals.insert(at, unix);
+            }
+            _ => {
+                *self.counts.entry(window_index(unix, length)).or_insert(0) += 1;
+                while self.counts.len() > WINDOWS_KEPT {
+                    self.counts.pop_first();
+                }
+            }
         }
     }
 }
@@ -253,20 +319,13 @@ impl Limiter {
         let limits = self.limits;
         let unix = self.clock.unix(now);
         let state = self.keys.get_mut(key)?;
-        let minute_index = window_index(unix, limits.minute_window);
-        let day_index = window_index(unix, limits.day_window);
-        let minute = Bucket::new(
-            state.minute.count(minute_index),
-            state.plan.per_minute(),
-            unix,
-            limits.minute_window,
-        );
-        let day = Bucket::new(
-            state.day.count(day_index),
-            state.plan.per_day(),
-            unix,
-            limits.day_window,
-        );
+        let kind = limits.window_kind;
+        let minute = state
+            .minute
+            .bucket(kind, unix, limits.minute_window, state.plan.per_minute());
+        let day = state
+            .day
+            .bucket(kind, unix, limits.day_window, state.plan.per_day());
         let binding = if day.remaining() < minute.remaining() {
             day
         } else {
@@ -301,10 +360,11 @@ impl Limiter {
         let spent = [minute, day]
             .into_iter()
             .filter(|b| b.remaining() == 0)
-            .max_by_key(|b| b.end);
+            .max_by_key(|b| b.free_at);
         if let Some(spent) = spent {
-            // On the service's clock as it reads now, as a server computes it.
-            let retry_after = ceil_secs(Duration::from_secs(spent.end).saturating_sub(unix)).max(1);
+            // On the service's clock as it reads now, as a server computes it: until the
+            // window can take a request again.
+            let retry_after = ceil_secs(spent.free_at.saturating_sub(unix)).max(1);
             state.cool_down(now + Duration::from_secs(retry_after));
             return Some(Verdict::Limited {
                 headers: spent.headers(),
@@ -312,8 +372,8 @@ impl Limiter {
                 during_cooldown: false,
             });
         }
-        state.minute.add(minute_index);
-        state.day.add(day_index);
+        state.minute.add(kind, unix, limits.minute_window);
+        state.day.add(kind, unix, limits.day_window);
         let mut headers = binding.headers();
         headers.remaining -= 1;
         Some(Verdict::Allowed(headers))
@@ -333,18 +393,14 @@ impl Limiter {
 struct Bucket {
     limit: u64,
     used: u64,
+    /// `X-RateLimit-Reset`: when a fixed window ends, or when a sliding window's oldest
+    /// counted request ages out (Unix seconds, rounded up).
     end: u64,
+    /// When the window can take a request again, were it spent (time since the Unix epoch).
+    free_at: Duration,
 }
 
 impl Bucket {
-    fn new(used: u64, limit: u32, unix: Duration, length: Duration) -> Self {
-        Self {
-            limit: u64::from(limit),
-            used,
-            end: window_end(unix, length),
-        }
-    }
-
     fn remaining(&self) -> u64 {
         self.limit.saturating_sub(self.used)
     }
@@ -369,6 +425,134 @@ fn window_end(unix: Duration, length: Duration) -> u64 {
     u64::try_from(end / 1_000_000_000).unwrap_or(u64::MAX)
 }
 
+/// A duration (or a time since the Unix epoch) in whole seconds, rounded up.
 fn ceil_secs(duration: Duration) -> u64 {
     duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Starts on a whole ten seconds, so that fixed windows of 10 s begin with the test.
+    const START: u64 = 1_800_000_000;
+
+    fn limiter(kind: WindowKind, per_minute: u32) -> Limiter {
+        let limits = Limits {
+            minute_window: Duration::from_secs(10),
+            day_window: Duration::from_secs(86_400),
+            window_kind: kind,
+            ban_threshold: 10,
+            ban_duration: Duration::from_secs(600),
+            clock_start: Some(UNIX_EPOCH + Duration::from_secs(START)),
+            clock_offset: TimeDelta::zero(),
+            clock_step: None,
+        };
+        let clock = UnixClock::new(limits.clock_start, limits.clock_offset, None);
+        let plan = Plan::Enterprise {
+            per_minute,
+            per_day: 1_000_000,
+        };
+        Limiter::new(limits, clock, [("k".to_owned(), plan)], [])
+    }
+
+    fn allowed(remaining: u64, reset: u64) -> Verdict {
+        Verdict::Allowed(Headers {
+            limit: 3,
+            remaining,
+            reset: START + reset,
+        })
+    }
+
+    fn limited(limit: u64, reset: u64, retry_after: u64) -> Verdict {
+        Verdict::Limited {
+            headers: Headers {
+                limit,
+                remaining: 0,
+                reset: START + reset,
+            },
+            retry_after,
+            during_cooldown: false,
+        }
+    }
+
+    /// Lets `seconds` pass.
+    async fn after(seconds: f64) {
+        tokio::time::advance(Duration::from_secs_f64(seconds)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sliding_window_counts_each_request_for_its_length_from_arrival() {
+        let mut limiter = limiter(WindowKind::Sliding, 3);
+        assert_eq!(limiter.check("k"), Some(allowed(2, 10)));
+        after(4.0).await;
+        assert_eq!(limiter.check("k"), Some(allowed(1, 10)));
+        after(2.0).await;
+        assert_eq!(limiter.check("k"), Some(allowed(0, 10)));
+        after(1.0).await;
+        // 7 s in: the first request ages out at 10 s.
+        assert_eq!(limiter.check("k"), Some(limited(3, 10, 3)));
+        after(3.0).await;
+        // 10 s in: one request aged out, the reset moves to the next oldest (4 s in).
+        assert_eq!(limiter.check("k"), Some(allowed(0, 14)));
+        after(0.5).await;
+        assert_eq!(limiter.check("k"), Some(limited(3, 14, 4)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fixed_window_starts_afresh_at_its_end() {
+        let mut limiter = limiter(WindowKind::Fixed, 3);
+        for remaining in [2, 1, 0] {
+            assert_eq!(limiter.check("k"), Some(allowed(remaining, 10)));
+            after(2.0).await;
+        }
+        assert_eq!(limiter.check("k"), Some(limited(3, 10, 4)));
+        after(4.0).await;
+        assert_eq!(limiter.check("k"), Some(allowed(2, 20)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sliding_window_bans_a_key_that_calls_on_during_its_cooldown() {
+        let mut limiter = limiter(WindowKind::Sliding, 1);
+        assert!(matches!(limiter.check("k"), Some(Verdict::Allowed(_))));
+        after(1.0).await;
+        assert_eq!(limiter.check("k"), Some(limited(1, 10, 9)));
+        for strike in 1..10 {
+            let verdict = limiter.check("k");
+            assert!(
+                matches!(
+                    verdict,
+                    Some(Verdict::Limited {
+                        during_cooldown: true,
+                        ..
+                    })
+                ),
+                "strike {strike}: {verdict:?}"
+            );
+        }
+        assert!(matches!(
+            limiter.check("k"),
+            Some(Verdict::Banned {
+                retry_after: 600,
+                ..
+            })
+        ));
+        assert_eq!((limiter.bans(), limiter.early()), (1, 10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_downgrade_a_sliding_window_waits_until_enough_requests_age_out() {
+        let mut limiter = limiter(WindowKind::Sliding, 3);
+        for _ in 0..3 {
+            assert!(matches!(limiter.check("k"), Some(Verdict::Allowed(_))));
+            after(1.0).await;
+        }
+        let one = Plan::Enterprise {
+            per_minute: 1,
+            per_day: 1_000_000,
+        };
+        assert!(limiter.set_plan("k", one));
+        // 3 s in, 3 counted of a limit of 1: room for one when the third (2 s in) ages out.
+        assert_eq!(limiter.check("k"), Some(limited(1, 10, 9)));
+    }
 }

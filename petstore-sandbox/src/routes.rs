@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::faults::{FaultKind, Faults, Route};
 use super::limits::{Headers, Limiter, UnixClock, Verdict, shift};
-use super::{LoggedRequest, QuotaFields, RequestLog};
+use super::{LoggedRequest, QuotaFields, RequestLog, ShownQuota};
 use petstore_client::{CategoryId, Pet, PetId, PetStatus};
 
 /// The removal date of `getPet`, as the specification gives it.
@@ -170,9 +170,12 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         backend,
         during_cooldown: false,
         told_to_wait_until: None,
+        answered_at: None,
+        quota: None,
     };
     let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
     entry.status = Some(response.status().as_u16());
+    entry.answered_at = Some(Instant::now());
     lock(&shared.log).push(entry);
     let date = http_date(shared.backend_now(backend));
     response.headers_mut().insert(DATE, date);
@@ -214,6 +217,7 @@ async fn admit(
                 error(StatusCode::UNAUTHORIZED, "unauthorized", message),
                 anonymous,
                 shared,
+                entry,
             );
         }
         Some(Verdict::Allowed(headers)) => headers,
@@ -229,7 +233,12 @@ async fn admit(
                 "rate_limited",
                 "rate limit exceeded",
             );
-            return with_quota(with_retry_after(response, retry_after), headers, shared);
+            return with_quota(
+                with_retry_after(response, retry_after),
+                headers,
+                shared,
+                entry,
+            );
         }
         Some(Verdict::Banned {
             headers,
@@ -239,7 +248,12 @@ async fn admit(
             entry.told_to_wait_until = Some(entry.at + Duration::from_secs(retry_after));
             let message = "the API key is banned for calling on after a 429";
             let response = error(StatusCode::TOO_MANY_REQUESTS, "key_banned", message);
-            return with_quota(with_retry_after(response, retry_after), headers, shared);
+            return with_quota(
+                with_retry_after(response, retry_after),
+                headers,
+                shared,
+                entry,
+            );
         }
     };
     let (latency, failure) = lock(&shared.faults).draw(route);
@@ -247,7 +261,7 @@ async fn admit(
         tokio::time::sleep(delay).await;
     }
     let Some(fault) = failure else {
-        return with_quota(next.run(request).await, headers, shared);
+        return with_quota(next.run(request).await, headers, shared, entry);
     };
     if let (Some(wait), Some(key)) = (fault.kind.cooldown(), key) {
         // An injected 429 acts like a real one: the key must wait.
@@ -292,7 +306,7 @@ async fn admit(
         FaultKind::Latency(_) => next.run(request).await,
     };
     if fault.rate_limit_headers {
-        with_quota(response, headers, shared)
+        with_quota(response, headers, shared, entry)
     } else {
         response
     }
@@ -308,7 +322,27 @@ fn status_code_name(status: StatusCode) -> &'static str {
     }
 }
 
-fn with_quota(mut response: Response, quota: Headers, shared: &Shared) -> Response {
+/// Writes `quota` on the response in the sandbox's [`QuotaFields`], and records in `entry` what
+/// it reported.
+fn with_quota(
+    mut response: Response,
+    quota: Headers,
+    shared: &Shared,
+    entry: &mut LoggedRequest,
+) -> Response {
+    let shown = match shared.quota_fields {
+        QuotaFields::Absent => false,
+        QuotaFields::OnlyOn429 => response.status() == StatusCode::TOO_MANY_REQUESTS,
+        _ => true,
+    };
+    if !shown {
+        return response;
+    }
+    entry.quota = Some(ShownQuota {
+        limit: quota.limit,
+        remaining: quota.remaining,
+        reset: quota.reset,
+    });
     let headers = response.headers_mut();
     let x_ratelimit = [
         ("x-ratelimit-limit", quota.limit),
@@ -317,7 +351,7 @@ fn with_quota(mut response: Response, quota: Headers, shared: &Shared) -> Respon
     ];
     let until_reset = quota.reset.saturating_sub(shared.clock.now().as_secs());
     match shared.quota_fields {
-        QuotaFields::XRateLimit => {
+        QuotaFields::XRateLimit | QuotaFields::OnlyOn429 | QuotaFields::Absent => {
             for (name, value) in x_ratelimit {
                 headers.insert(name, HeaderValue::from(value));
             }
@@ -543,4 +577,87 @@ async fn get_pet(State(shared): State<Arc<Shared>>, Path(raw_id): Path<String>) 
 /// Adds the connection's kill switch to every request of one connection.
 pub(super) fn for_connection(router: &Router, kill: Arc<Notify>) -> Router {
     router.clone().layer(Extension(ConnectionKill(kill)))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::{Plan, QuotaFields, Sandbox, ShownQuota};
+
+    /// Two list requests on a plan of one a minute: the head of each answer, lowercased.
+    async fn two_answers(fields: QuotaFields) -> (Vec<String>, Sandbox) {
+        let plan = Plan::Enterprise {
+            per_minute: 1,
+            per_day: 1_000,
+        };
+        let sandbox = Sandbox::builder()
+            .key("one-a-minute", plan)
+            .quota_fields(fields)
+            .start()
+            .await
+            .expect("the sandbox starts");
+        let addr = sandbox
+            .base_url()
+            .socket_addrs(|| None)
+            .expect("an address")[0];
+        let mut heads = Vec::new();
+        for _ in 0..2 {
+            let mut stream = tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("a connection");
+            let request = "GET /v1/pets HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer one-a-minute\r\nConnection: close\r\n\r\n";
+            stream.write_all(request.as_bytes()).await.expect("sent");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("read");
+            let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+            heads.push(head.to_ascii_lowercase());
+        }
+        (heads, sandbox)
+    }
+
+    fn has_quota(head: &str) -> bool {
+        head.contains("x-ratelimit-") || head.contains("\nratelimit")
+    }
+
+    #[tokio::test]
+    async fn quota_only_on_429_leaves_successes_without_it() {
+        let (heads, sandbox) = two_answers(QuotaFields::OnlyOn429).await;
+        assert!(heads[0].starts_with("http/1.1 200"), "{}", heads[0]);
+        assert!(!has_quota(&heads[0]), "{}", heads[0]);
+        assert!(heads[1].starts_with("http/1.1 429"), "{}", heads[1]);
+        assert!(
+            heads[1].contains("x-ratelimit-remaining: 0"),
+            "{}",
+            heads[1]
+        );
+        assert!(heads[1].contains("retry-after: "), "{}", heads[1]);
+        let log = sandbox.request_log();
+        assert_eq!(log[0].quota, None);
+        let shown = log[1].quota.expect("the 429's quota is logged");
+        assert_eq!((shown.limit, shown.remaining), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn absent_quota_fields_leave_only_retry_after() {
+        let (heads, sandbox) = two_answers(QuotaFields::Absent).await;
+        assert!(heads.iter().all(|head| !has_quota(head)), "{heads:?}");
+        assert!(heads[1].starts_with("http/1.1 429"), "{}", heads[1]);
+        assert!(heads[1].contains("retry-after: "), "{}", heads[1]);
+        let log = sandbox.request_log();
+        assert!(log.iter().all(|request| request.quota.is_none()));
+        assert!(log.iter().all(|request| request.answered_at.is_some()));
+    }
+
+    #[tokio::test]
+    async fn the_log_keeps_the_quota_each_answer_showed() {
+        let (heads, sandbox) = two_answers(QuotaFields::XRateLimit).await;
+        assert!(heads.iter().all(|head| has_quota(head)), "{heads:?}");
+        let remaining: Vec<Option<u64>> = sandbox
+            .request_log()
+            .iter()
+            .map(|request| request.quota.map(|ShownQuota { remaining, .. }| remaining))
+            .collect();
+        assert_eq!(remaining, [Some(0), Some(0)]);
+    }
 }
