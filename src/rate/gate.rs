@@ -25,6 +25,9 @@ pub(crate) struct Gate {
     cause: Option<Quiet>,
     /// How many times the gate has closed: the generation of its state.
     generation: u64,
+    /// The response that closed it showed its window spent by more requests than this process
+    /// ever sent: others are calling, and their `Retry-After`s may end later than this one's.
+    contested: bool,
 }
 
 impl Gate {
@@ -40,6 +43,17 @@ impl Gate {
             self.cause = Some(quiet);
         }
         self.half_open = true;
+        self.contested = false;
+    }
+
+    /// The response that last closed the gate showed others spending the key.
+    pub(crate) fn contest(&mut self) {
+        self.contested = true;
+    }
+
+    /// Whether others were seen spending the key as the gate last closed.
+    pub(crate) fn contested(&self) -> bool {
+        self.contested
     }
 
     /// A response that asked for no quiet, to a request admitted under `generation`: the

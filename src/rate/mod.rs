@@ -788,7 +788,7 @@ impl Permit<'_> {
             }
             // The gate closes before this request stops counting, so that no held request
             // slips through between the two.
-            let quiet_until = self.heed(&mut state, quiet, at, backoff);
+            let quiet_until = self.heed(&mut state, quiet, quota, at, backoff);
             state.warn_of_others(self.pacing, self.fleet.link.is_some());
             let wake = self.release(&mut state);
             (
@@ -824,12 +824,13 @@ impl Permit<'_> {
 
     /// Closes the gate for the `quiet` a response that arrived at `at` asked for (for at least
     /// `backoff` of the quiet responses in a row before it), or opens it: until when it is
-    /// closed. The lease is void in the quiet: what it did not spend goes back with the report
+    /// closed. A `quota` spent by more requests than this process sent shows others. The lease is void in the quiet: what it did not spend goes back with the report
     /// of it.
     fn heed(
         &self,
         state: &mut State,
         quiet: Option<Quiet>,
+        quota: Option<Quota>,
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> Option<Instant> {
@@ -838,6 +839,10 @@ impl Permit<'_> {
             return None;
         };
         state.gate.close(at, quiet, backoff);
+        let spent_by_others = |quota: Quota| quota.used() > state.wire.sent;
+        if quota.is_some_and(spent_by_others) {
+            state.gate.contest();
+        }
         if let Some(link) = self.fleet.link {
             link.give_back(state.store.lease.as_mut().and_then(Lease::end));
         }

@@ -150,11 +150,16 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     {
         return Decision::Until(until, Hold::ZeroLimit);
     }
-    // Rule C, a second longer than the `Retry-After`: one another instance was given, rounded
-    // up to whole seconds from another instant, may end up to a second later.
-    let since = now.checked_sub(ROUNDING).unwrap_or(now);
+    // Rule C. With others seen, a second longer: the `Retry-After` another instance was
+    // given, rounded up to whole seconds from another instant, may end up to a second later.
+    let grace = if view.instances > 1.0 || view.gate.contested() {
+        ROUNDING
+    } else {
+        Duration::ZERO
+    };
+    let since = now.checked_sub(grace).unwrap_or(now);
     if let Some(until) = view.gate.closed_until(since) {
-        return Decision::Until(until + ROUNDING, Hold::Cooldown);
+        return Decision::Until(until + grace, Hold::Cooldown);
     }
     if let Some((until, hold)) = view.remote {
         return Decision::Until(until, hold);
@@ -394,11 +399,28 @@ mod tests {
         let known = budgets(30, secs(30.0), now).known(now);
         for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
             let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, now);
-            assert_eq!(decision, Decision::Until(now + secs(4.0), Hold::Cooldown));
-            let later = now + secs(4.0);
+            assert_eq!(decision, Decision::Until(now + secs(3.0), Hold::Cooldown));
+            let later = now + secs(3.0);
             let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, later);
             assert_eq!(decision, Decision::Go { probe: true });
         }
+    }
+
+    #[test]
+    fn with_others_the_gate_holds_a_second_past_the_retry_after() {
+        let now = Instant::now();
+        let mut gate = Gate::default();
+        gate.close(now, Quiet::RateLimited(secs(3.0)), &|_| Duration::ZERO);
+        let known = budgets(30, secs(30.0), now).known(now);
+        let seen = decide(
+            &view(&gate, known.clone(), 2.0, 0, now),
+            Pacing::Shared,
+            now,
+        );
+        assert_eq!(seen, Decision::Until(now + secs(4.0), Hold::Cooldown));
+        gate.contest();
+        let shown = decide(&view(&gate, known, 1.0, 0, now), Pacing::Shared, now);
+        assert_eq!(shown, Decision::Until(now + secs(4.0), Hold::Cooldown));
     }
 
     #[test]
