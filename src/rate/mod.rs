@@ -788,7 +788,7 @@ impl Permit<'_> {
             }
             // The gate closes before this request stops counting, so that no held request
             // slips through between the two.
-            let quiet_until = self.heed(&mut state, quiet, quota, at, backoff);
+            let quiet_until = self.heed(&mut state, quiet, reading, at, backoff);
             state.warn_of_others(self.pacing, self.fleet.link.is_some());
             let wake = self.release(&mut state);
             (
@@ -824,13 +824,13 @@ impl Permit<'_> {
 
     /// Closes the gate for the `quiet` a response that arrived at `at` asked for (for at least
     /// `backoff` of the quiet responses in a row before it), or opens it: until when it is
-    /// closed. A `quota` spent by more requests than this process sent shows others. The lease is void in the quiet: what it did not spend goes back with the report
+    /// closed. The `reading` of the response's quota may show others calling. The lease is void in the quiet: what it did not spend goes back with the report
     /// of it.
     fn heed(
         &self,
         state: &mut State,
         quiet: Option<Quiet>,
-        quota: Option<Quota>,
+        reading: QuotaReading,
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> Option<Instant> {
@@ -839,8 +839,17 @@ impl Permit<'_> {
             return None;
         };
         state.gate.close(at, quiet, backoff);
-        let spent_by_others = |quota: Quota| quota.used() > state.wire.sent;
-        if quota.is_some_and(spent_by_others) {
+        // A 429 shows others calling where its window was spent by more requests than this
+        // process sent, or is untouched (the quiet is left from the window before), and may
+        // where the service meters the key in numbers no one can read.
+        let others = match reading {
+            QuotaReading::Read(quota, _) => {
+                quota.used() > state.wire.sent || quota.remaining == quota.limit
+            }
+            QuotaReading::Unreadable => true,
+            QuotaReading::Absent => false,
+        };
+        if others && matches!(quiet, Quiet::RateLimited(_)) {
             state.gate.contest();
         }
         if let Some(link) = self.fleet.link {

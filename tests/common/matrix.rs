@@ -1225,18 +1225,26 @@ fn most_429_in_a_window(log: &[LoggedRequest], minute: u64) -> usize {
 }
 
 /// The most requests one instance (user agent) sent inside the `Retry-After` of one 429, any
-/// instance's: from the 429's arrival to the end its `Retry-After` gave, while the key was
-/// still told to wait (a `Retry-After` rounded up to whole seconds can outlast the wait).
+/// instance's: from the 429's arrival to the end its `Retry-After` gave, no later than the
+/// key's wait it fell in ends (a 429 that did not arrive during a wait starts one, as long as
+/// its `Retry-After`; one rounded up to whole seconds can outlast that wait).
 pub fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
+    let mut arrivals: Vec<&LoggedRequest> = log.iter().collect();
+    arrivals.sort_by_key(|r| r.at);
     let mut most = 0;
-    for limited in log {
+    let mut wait_ends = None;
+    for limited in &arrivals {
         let Some(until) = limited.told_to_wait_until else {
             continue;
         };
+        if !limited.during_cooldown {
+            wait_ends = Some(until);
+        }
+        let end = wait_ends.map_or(until, |ends| until.min(ends));
         let mut counts: HashMap<Option<&str>, usize> = HashMap::new();
-        let inside = log
+        let inside = arrivals
             .iter()
-            .filter(|r| r.during_cooldown && r.at > limited.at && r.at < until);
+            .filter(|r| r.during_cooldown && r.at > limited.at && r.at < end);
         for request in inside {
             *counts.entry(request.user_agent.as_deref()).or_default() += 1;
         }
