@@ -153,6 +153,8 @@ pub fn cells() -> Vec<Cell> {
         Cell::new("2 independent instances", 2),
         Cell::new("4 independent instances", 4),
         Cell::new("8 independent instances", 8),
+        // The most the contract keeps from a ban without shared state.
+        Cell::new("9 independent instances", 9),
         Cell {
             sharing: Sharing::Clones,
             ..Cell::new("4 clones of one client", 4)
