@@ -695,6 +695,13 @@ pub struct LoggedRequest {
     /// The quota its answer reported, whatever the [`QuotaFields`]; `None` when the answer
     /// carried no rate-limit headers.
     pub quota: Option<ShownQuota>,
+    /// What its key had left once the limiter decided on it (this request counted if it was
+    /// admitted), in the tighter of the two windows, whatever the answer showed; `None` for a
+    /// key the sandbox does not know.
+    pub left: Option<u64>,
+    /// With nothing [`left`](Self::left): when, on tokio's clock, the spent window (the later
+    /// of the two if both are) takes a request again, were the plan and the clock to stay.
+    pub refills_at: Option<Instant>,
 }
 
 /// The quota an answer reported, as numbers (see [`LoggedRequest::quota`]).

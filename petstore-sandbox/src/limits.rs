@@ -379,6 +379,29 @@ impl Limiter {
         Some(Verdict::Allowed(headers))
     }
 
+    /// What `key` has left now, counting as the limiter does whatever the answers show: the
+    /// requests the tighter window still takes, and, when a window is spent, when (since the
+    /// Unix epoch, on the limiter's clock) it takes one again, the later of the two if both are.
+    pub(super) fn left(&mut self, key: &str) -> Option<(u64, Option<Duration>)> {
+        let limits = self.limits;
+        let unix = self.clock.unix(Instant::now());
+        let state = self.keys.get_mut(key)?;
+        let kind = limits.window_kind;
+        let minute = state
+            .minute
+            .bucket(kind, unix, limits.minute_window, state.plan.per_minute());
+        let day = state
+            .day
+            .bucket(kind, unix, limits.day_window, state.plan.per_day());
+        let left = minute.remaining().min(day.remaining());
+        let refills = [minute, day]
+            .into_iter()
+            .filter(|b| b.remaining() == 0)
+            .map(|b| b.free_at)
+            .max();
+        Some((left, refills))
+    }
+
     /// Tells `key` to wait `wait` from now, as a 429 with that `Retry-After` does: requests
     /// during the wait strike toward the ban, counted afresh.
     pub(super) fn cool_down(&mut self, key: &str, wait: Duration) {
@@ -497,6 +520,31 @@ mod tests {
         assert_eq!(limiter.check("k"), Some(allowed(0, 14)));
         after(0.5).await;
         assert_eq!(limiter.check("k"), Some(limited(3, 14, 4)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_is_left_counts_both_windows_and_when_a_spent_one_refills() {
+        let mut fixed = limiter(WindowKind::Fixed, 2);
+        assert_eq!(fixed.left("k"), Some((2, None)));
+        fixed.check("k");
+        after(3.0).await;
+        fixed.check("k");
+        // Spent 3 s in: the window of 10 s takes a request again at its end.
+        assert_eq!(
+            fixed.left("k"),
+            Some((0, Some(Duration::from_secs(START + 10))))
+        );
+        // A sliding limiter made now reads `START` now.
+        let mut sliding = limiter(WindowKind::Sliding, 2);
+        sliding.check("k");
+        after(1.5).await;
+        sliding.check("k");
+        // The first request ages out 10 s after its arrival.
+        assert_eq!(
+            sliding.left("k"),
+            Some((0, Some(Duration::from_secs(START + 10))))
+        );
+        assert_eq!(fixed.left("unknown"), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -172,6 +172,8 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         told_to_wait_until: None,
         answered_at: None,
         quota: None,
+        left: None,
+        refills_at: None,
     };
     let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
     entry.status = Some(response.status().as_u16());
@@ -201,7 +203,19 @@ async fn admit(
     let verdict = {
         let mut limiter = lock(&shared.limiter);
         match key.filter(|key| limiter.knows(key)) {
-            Some(key) => limiter.check(key),
+            Some(key) => {
+                let verdict = limiter.check(key);
+                if let Some((left, refills)) = limiter.left(key) {
+                    entry.left = Some(left);
+                    // The limiter's clock read at arrival, so the refill is that far off.
+                    let unix = entry
+                        .server_time
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default();
+                    entry.refills_at = refills.map(|at| entry.at + at.saturating_sub(unix));
+                }
+                verdict
+            }
             None => None,
         }
     };
@@ -659,5 +673,23 @@ mod tests {
             .map(|request| request.quota.map(|ShownQuota { remaining, .. }| remaining))
             .collect();
         assert_eq!(remaining, [Some(0), Some(0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_log_keeps_what_was_left_and_when_it_refills_whatever_the_answers_show() {
+        let (_, sandbox) = two_answers(QuotaFields::Absent).await;
+        let log = sandbox.request_log();
+        let left: Vec<Option<u64>> = log.iter().map(|request| request.left).collect();
+        assert_eq!(left, [Some(0), Some(0)]);
+        for request in &log {
+            let refills_at = request.refills_at.expect("a spent window refills");
+            let server = request.server_time.duration_since(std::time::UNIX_EPOCH);
+            let to_the_minute = 60 - server.expect("after 1970").as_secs() % 60;
+            let wait = refills_at - request.at;
+            assert!(
+                wait <= std::time::Duration::from_secs(to_the_minute) && !wait.is_zero(),
+                "{wait:?} to the minute's end, {to_the_minute} s by the clock"
+            );
+        }
     }
 }
