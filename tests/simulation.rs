@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::matrix::{self, TABLE_HEADER};
+use common::matrix::{self, Expect, TABLE_HEADER};
 use common::simulation::world;
 
 const DEFAULT_WORLDS: u64 = 2_000;
@@ -40,9 +40,15 @@ fn seeds() -> Vec<u64> {
 fn explore(part: u64) -> Vec<String> {
     let seeds: Vec<u64> = seeds().into_iter().filter(|s| s % PARTS == part).collect();
     let replay = seeds.len() == 1;
+    let rows = std::env::var_os("SIM_ROWS").is_some();
     let mut failures = Vec::new();
+    let mut floors = 0;
+    let worlds = seeds.len();
     for seed in seeds {
         let cell = world(seed);
+        if matches!(cell.expect, Expect::Goodput(floor) if floor > 0.0) {
+            floors += 1;
+        }
         // A runtime of its own, dropped with whatever the world left running: on one runtime
         // for all, the worlds before shaped a world's course (soak seed 3570 broke only after
         // them), and `SIM_SEED` did not replay it.
@@ -54,6 +60,8 @@ fn explore(part: u64) -> Vec<String> {
         let figures = runtime.block_on(matrix::run(&cell));
         if replay {
             println!("{TABLE_HEADER}\n{}\n{cell:?}", figures.row(&cell));
+        } else if rows {
+            println!("SIM_SEED={seed} {:?} {}", cell.expect, figures.row(&cell));
         }
         if let Err(problem) = figures.check(&cell) {
             failures.push(format!(
@@ -61,6 +69,11 @@ fn explore(part: u64) -> Vec<String> {
             ));
         }
     }
+    // The share of worlds held to a goodput above zero: the floor's reach.
+    println!(
+        "part {part}: {floors} of {worlds} worlds ({:.1}%) held to a goodput floor above zero",
+        100.0 * floors as f64 / worlds.max(1) as f64
+    );
     failures
 }
 

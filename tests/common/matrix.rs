@@ -10,8 +10,12 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use chrono::TimeDelta;
 use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy};
-use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox, WindowKind};
 use tokio::time::Instant;
+
+// Beside this file, so that `benches/goodput.rs`, which includes this file alone, finds it.
+#[path = "holds.rs"]
+pub mod holds;
 
 /// Tasks per instance, each calling back to back.
 pub const TASKS: usize = 16;
@@ -102,6 +106,15 @@ pub struct Cell {
     /// How long after the one before each instance starts calling, as processes started one
     /// after another do.
     pub start_gap: Duration,
+    /// How the sandbox's windows count requests.
+    pub window_kind: WindowKind,
+    /// Every other instance (or, with clones, every other clone's client) names the service
+    /// `localhost` instead of `127.0.0.1`: one service under two host names.
+    pub two_hosts: bool,
+    /// Requests an earlier run of the program sent on the key just before the instances
+    /// start, one after another; past the budget they meet a 429, whose `Retry-After` the
+    /// instances start into.
+    pub earlier_run: u32,
 }
 
 /// Independent instances that the rate contract keeps from a ban without shared state, against
@@ -119,6 +132,20 @@ impl Cell {
     /// or at most [`CONTRACT_INSTANCES`] independent instances.
     pub fn within_contract(&self) -> bool {
         self.sharing != Sharing::Independent || self.instances <= CONTRACT_INSTANCES
+    }
+
+    /// Whether every instance is in one process (one state): contract 2's sole user.
+    pub fn one_process(&self) -> bool {
+        self.sharing != Sharing::Independent || self.instances == 1
+    }
+
+    /// The processes spending the key (an earlier run aside).
+    pub fn processes(&self) -> usize {
+        if self.one_process() {
+            1
+        } else {
+            self.instances
+        }
     }
 
     pub fn new(name: &str, instances: usize) -> Self {
@@ -142,6 +169,9 @@ impl Cell {
             extra_429s: Some(0),
             expect: Expect::Goodput(if instances == 1 { 0.95 } else { 0.90 }),
             start_gap: Duration::ZERO,
+            window_kind: WindowKind::Fixed,
+            two_hosts: false,
+            earlier_run: 0,
         }
     }
 }
@@ -251,7 +281,83 @@ pub fn cells() -> Vec<Cell> {
         });
     }
     cells.extend(plan_change_cells());
+    cells.extend(newer_kind_cells());
     cells
+}
+
+/// One sole user (and where it matters, a fleet of 4) in each kind of world added to the
+/// explorer: sliding windows, an hour window, quota headers only on 429s or none, two host
+/// names for the service, an earlier run that spent the key, a 200 ms round trip, and a plan
+/// upgrade and downgrade.
+fn newer_kind_cells() -> Vec<Cell> {
+    let hour = |name: &str| Cell {
+        minute: 3_600,
+        windows: 3,
+        ..Cell::new(name, 1)
+    };
+    vec![
+        Cell {
+            window_kind: WindowKind::Sliding,
+            ..Cell::new("sliding windows, 1 instance", 1)
+        },
+        Cell {
+            window_kind: WindowKind::Sliding,
+            ..Cell::new("sliding windows, 4 instances", 4)
+        },
+        hour("an hour window, 1 instance"),
+        Cell {
+            quota_fields: QuotaFields::OnlyOn429,
+            expect: Expect::Goodput(0.5),
+            extra_429s: Some(TASKS),
+            ..Cell::new("quota headers only on 429s, 1 instance", 1)
+        },
+        Cell {
+            quota_fields: QuotaFields::Absent,
+            expect: Expect::Goodput(0.5),
+            extra_429s: Some(TASKS),
+            ..Cell::new("no quota headers, 1 instance", 1)
+        },
+        Cell {
+            sharing: Sharing::SeparatelyBuilt,
+            two_hosts: true,
+            ..Cell::new(
+                "4 clients of one process, two host names for the service",
+                4,
+            )
+        },
+        Cell {
+            earlier_run: 61,
+            ..Cell::new(
+                "an earlier run spent the window and met a 429, 1 instance",
+                1,
+            )
+        },
+        Cell {
+            faults: vec![Fault::latency(Duration::from_millis(200))],
+            ..Cell::new("every answer 200 ms late, 1 instance", 1)
+        },
+        Cell {
+            plan_change: Some(PlanChange {
+                after: Duration::from_secs(135),
+                per_minute: 120,
+                per_day: 1_000_000,
+            }),
+            window_kind: WindowKind::Sliding,
+            ..Cell::new("plan upgraded 60 → 120/min, sliding windows, 1 instance", 1)
+        },
+        Cell {
+            plan_change: Some(PlanChange {
+                after: Duration::from_secs(135),
+                per_minute: 30,
+                per_day: 1_000_000,
+            }),
+            window_kind: WindowKind::Sliding,
+            ..Cell::new(
+                "plan downgraded 60 → 30/min, sliding windows, 1 instance",
+                1,
+            )
+        },
+    ]
 }
 
 /// 16 and 32 independent instances on the Free plan's 60 a minute, four tasks each: fewer
@@ -784,7 +890,7 @@ fn plan_change_cells() -> Vec<Cell> {
 }
 
 /// What a cell did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub requests: usize,
     /// Successes in each full minute window.
@@ -804,6 +910,8 @@ pub struct Figures {
     pub slowest_call: Duration,
     pub calls: usize,
     pub errors: BTreeMap<String, usize>,
+    /// Calls of a key's only user held while its budget lasted (where that is checked).
+    pub holds: holds::Holds,
 }
 
 impl Figures {
@@ -834,10 +942,22 @@ impl Figures {
             ));
         }
         let bound = Duration::from_secs(cell.minute) + policy.max_server_wait();
-        if self.slowest_call > bound {
+        if let Some(pending) = self.errors.get("still pending") {
+            problems.push(format!(
+                "{pending} calls still pending a second past a window plus max_server_wait"
+            ));
+        } else if self.slowest_call > bound {
             problems.push(format!(
                 "a call took {:?}, more than a window plus max_server_wait",
                 self.slowest_call
+            ));
+        }
+        if self.holds.calls > 0 {
+            problems.push(format!(
+                "{} calls of the key's only user held while its budget lasted (the longest {:?}, the first at {:.3} s)",
+                self.holds.calls,
+                self.holds.longest,
+                self.holds.first_at.unwrap_or_default().as_secs_f64()
             ));
         }
         match cell.expect {
@@ -895,7 +1015,7 @@ impl Figures {
             .map(|(kind, n)| format!("{kind} × {n}"))
             .collect();
         format!(
-            "| {} | {} | {} | {goodput} | {} | {} | {} | {} | {} | {} | {:.0} s | {} | {verdict} |",
+            "| {} | {} | {} | {goodput} | {} | {} | {} | {} | {} | {} | {:.0} s | {} | {} | {verdict} |",
             cell.name,
             self.calls,
             self.requests,
@@ -906,13 +1026,14 @@ impl Figures {
             self.late_answers,
             self.bans,
             self.slowest_call.as_secs_f64(),
+            self.holds.calls,
             errors.join(", "),
         )
     }
 }
 
 /// The header of the printed table.
-pub const TABLE_HEADER: &str = "| cell | calls | requests | goodput (full windows) | 429s | most 429s in a window | requests during a Retry-After | most by one instance in one Retry-After | late 2xx (sent before a 429, answered after) | bans | slowest call | calls failed or cancelled | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+pub const TABLE_HEADER: &str = "| cell | calls | requests | goodput (full windows) | 429s | most 429s in a window | requests during a Retry-After | most by one instance in one Retry-After | late 2xx (sent before a 429, answered after) | bans | slowest call | calls held while the budget lasted | calls failed or cancelled | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
 /// A small seeded generator, so that a cell's cancellations fall the same way every run.
 struct Rng(u64);
@@ -926,44 +1047,20 @@ impl Rng {
     }
 }
 
+/// How a call ended, and when it started.
 enum Outcome {
-    Done(Duration),
-    Failed(Duration, String),
-    Cancelled,
+    Done(Instant, Duration),
+    Failed(Instant, Duration, String),
+    Cancelled(Instant),
 }
+
+/// The user agent of an earlier run's requests ([`Cell::earlier_run`]).
+pub const EARLIER_RUN: &str = "earlier-run";
 
 /// Runs one cell; call it on a paused clock.
 pub async fn run(cell: &Cell) -> Figures {
     const KEY: &str = "matrix-key";
-    let start = std::time::UNIX_EPOCH + Duration::from_secs(CLOCK_START_UNIX);
-    let mut builder = Sandbox::builder()
-        .clock_start(start)
-        .key(
-            KEY,
-            Plan::Enterprise {
-                per_minute: cell.per_minute,
-                per_day: cell.per_day,
-            },
-        )
-        .minute_window(Duration::from_secs(cell.minute))
-        .day_window(Duration::from_secs(cell.day))
-        .quota_fields(cell.quota_fields)
-        .clock_offset(TimeDelta::seconds(cell.offset))
-        .backend_clock_offsets(cell.backends.iter().map(|s| TimeDelta::seconds(*s)));
-    if let Some(step) = cell.clock_step {
-        builder = builder.clock_step(step.after, TimeDelta::seconds(step.by));
-    }
-    if let Some(change) = cell.plan_change {
-        let plan = Plan::Enterprise {
-            per_minute: change.per_minute,
-            per_day: change.per_day,
-        };
-        builder = builder.plan_change(change.after, KEY, plan);
-    }
-    let sandbox = builder.start().await.expect("the sandbox starts");
-    for fault in &cell.faults {
-        sandbox.inject(fault.clone());
-    }
+    let sandbox = start_sandbox(cell, KEY).await;
     // One HTTP client for every instance: building one loads the system's root certificates
     // (through OpenSSL with `native-tls`), which took half the explorer's time, and the
     // connection pool plays no part in the rate discipline.
@@ -971,30 +1068,14 @@ pub async fn run(cell: &Cell) -> Figures {
         .redirect(petstore_client::reqwest::redirect::Policy::none())
         .build()
         .expect("an HTTP client");
-    let build = |i: usize, scope: RateLimitScope| {
-        PetStoreClient::builder()
-            .base_url(sandbox.base_url())
-            .http_client(http.clone())
-            .api_key(KEY)
-            .user_agent(format!("instance-{i}"))
-            .rate_limit_scope(scope)
-            .pacing(Pacing::Shared)
-            .build()
-            .expect("a valid client")
-    };
-    let clients: Vec<PetStoreClient> = match cell.sharing {
-        Sharing::Independent => (0..cell.instances)
-            .map(|i| build(i, RateLimitScope::Client))
-            .collect(),
-        Sharing::Clones => {
-            let one = build(0, RateLimitScope::Client);
-            vec![one; cell.instances]
-        }
-        Sharing::SeparatelyBuilt => (0..cell.instances)
-            .map(|i| build(i, RateLimitScope::Process))
-            .collect(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(cell.minute * cell.windows);
+    spend_as_an_earlier_run(cell, &sandbox, &http, KEY).await;
+    for fault in &cell.faults {
+        sandbox.inject(fault.clone());
+    }
+    let clients = clients(cell, &sandbox, &http, KEY);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(cell.minute * cell.windows);
+    let bound = wait_bound(cell);
     let mut tasks = Vec::new();
     for (i, client) in clients.iter().enumerate() {
         for t in 0..cell.tasks {
@@ -1013,18 +1094,24 @@ pub async fn run(cell: &Cell) -> Figures {
                         match tokio::time::timeout(at, call).await {
                             Ok(result) => Some(result),
                             Err(_) => {
-                                outcomes.push(Outcome::Cancelled);
+                                outcomes.push(Outcome::Cancelled(start));
                                 continue;
                             }
                         }
                     } else {
-                        tokio::time::timeout_at(deadline, call).await.ok()
+                        // A call may end after the run: it is waited for, up to a second
+                        // past the bound on waits, so that one that never ends fails it.
+                        tokio::time::timeout(bound + Duration::from_secs(1), call)
+                            .await
+                            .ok()
                     };
-                    // Cut off by the end of the run: neither a result nor a duration.
-                    let Some(result) = result else { break };
                     let took = start.elapsed();
+                    let Some(result) = result else {
+                        outcomes.push(Outcome::Failed(start, took, "still pending".to_owned()));
+                        break;
+                    };
                     match result {
-                        Ok(_) => outcomes.push(Outcome::Done(took)),
+                        Ok(_) => outcomes.push(Outcome::Done(start, took)),
                         Err(error) => {
                             let pause = match &error {
                                 // What an application does with a call held back: come back
@@ -1032,7 +1119,7 @@ pub async fn run(cell: &Cell) -> Figures {
                                 Error::Throttled(held) => held.retry_after(),
                                 _ => Duration::from_secs(1),
                             };
-                            outcomes.push(Outcome::Failed(took, kind(&error)));
+                            outcomes.push(Outcome::Failed(start, took, kind(&error)));
                             let resume = (Instant::now() + pause).min(deadline);
                             tokio::time::sleep_until(resume).await;
                         }
@@ -1042,33 +1129,164 @@ pub async fn run(cell: &Cell) -> Figures {
             }));
         }
     }
-    let mut slowest_call = Duration::ZERO;
-    let mut calls = 0;
-    let mut errors = BTreeMap::new();
+    let mut figures = Figures::default();
+    let mut spans = Vec::new();
     for task in tasks {
         for outcome in task.await.expect("a task of the cell") {
             match outcome {
-                Outcome::Done(took) => {
-                    calls += 1;
-                    slowest_call = slowest_call.max(took);
+                Outcome::Done(start, took) => {
+                    figures.calls += 1;
+                    figures.slowest_call = figures.slowest_call.max(took);
+                    spans.push(holds::CallSpan::new(start, took, false));
                 }
-                Outcome::Failed(took, kind) => {
-                    calls += 1;
-                    slowest_call = slowest_call.max(took);
-                    *errors.entry(kind).or_insert(0) += 1;
+                Outcome::Failed(start, took, kind) => {
+                    figures.calls += 1;
+                    figures.slowest_call = figures.slowest_call.max(took);
+                    let throttled = kind == "throttled";
+                    spans.push(holds::CallSpan::new(start, took, throttled));
+                    *figures.errors.entry(kind).or_insert(0) += 1;
                 }
-                Outcome::Cancelled => *errors.entry("cancelled".to_owned()).or_insert(0) += 1,
+                Outcome::Cancelled(start) => {
+                    spans.push(holds::CallSpan::new(start, start.elapsed(), false));
+                    *figures.errors.entry("cancelled".to_owned()).or_insert(0) += 1;
+                }
             }
         }
     }
+    drop(clients);
     let log = sandbox.request_log();
     if std::env::var_os("SIM_LOG").is_some() {
         print_log(&log);
     }
+    if holds::apply(cell) {
+        figures.holds = holds::find(cell, &log, &spans, started);
+    }
     let stats = sandbox.stats();
-    let minutes = full_windows(&log, cell.minute);
-    let per_minute: Vec<u64> = minutes.iter().map(|(_, n)| *n).collect();
-    let per_day = successes_per_window(&log, cell.day);
+    figures.bans = stats.bans();
+    figures.during_cooldown = stats.during_cooldown();
+    count_the_log(cell, &log, deadline, &mut figures);
+    figures
+}
+
+/// The longest a call may take: a window and the longest wait the client sits through.
+pub fn wait_bound(cell: &Cell) -> Duration {
+    Duration::from_secs(cell.minute) + RetryPolicy::default().max_server_wait()
+}
+
+/// The sandbox of `cell`, with `key` on the cell's plan.
+async fn start_sandbox(cell: &Cell, key: &str) -> Sandbox {
+    let start = std::time::UNIX_EPOCH + Duration::from_secs(CLOCK_START_UNIX);
+    let mut builder = Sandbox::builder()
+        .clock_start(start)
+        .key(
+            key,
+            Plan::Enterprise {
+                per_minute: cell.per_minute,
+                per_day: cell.per_day,
+            },
+        )
+        .minute_window(Duration::from_secs(cell.minute))
+        .day_window(Duration::from_secs(cell.day))
+        .window_kind(cell.window_kind)
+        .quota_fields(cell.quota_fields)
+        .clock_offset(TimeDelta::seconds(cell.offset))
+        .backend_clock_offsets(cell.backends.iter().map(|s| TimeDelta::seconds(*s)));
+    if let Some(step) = cell.clock_step {
+        builder = builder.clock_step(step.after, TimeDelta::seconds(step.by));
+    }
+    if let Some(change) = cell.plan_change {
+        let plan = Plan::Enterprise {
+            per_minute: change.per_minute,
+            per_day: change.per_day,
+        };
+        builder = builder.plan_change(change.after, key, plan);
+    }
+    builder.start().await.expect("the sandbox starts")
+}
+
+/// The requests of an earlier run of the program, sent one after another as the sandbox
+/// starts, without the client: what a process that starts finds spent.
+async fn spend_as_an_earlier_run(
+    cell: &Cell,
+    sandbox: &Sandbox,
+    http: &petstore_client::reqwest::Client,
+    key: &str,
+) {
+    let url = format!(
+        "{}/pets?limit=1",
+        sandbox.base_url().as_str().trim_end_matches('/')
+    );
+    for _ in 0..cell.earlier_run {
+        http.get(&url)
+            .bearer_auth(key)
+            .header("user-agent", EARLIER_RUN)
+            .send()
+            .await
+            .expect("the sandbox answers")
+            .bytes()
+            .await
+            .expect("a body");
+    }
+}
+
+/// The base URL of instance `i`: with two host names, every other one names the sandbox
+/// `localhost`.
+fn base_url(cell: &Cell, sandbox: &Sandbox, i: usize) -> url::Url {
+    let mut url = sandbox.base_url().clone();
+    if cell.two_hosts && i % 2 == 1 {
+        url.set_host(Some("localhost")).expect("a host name");
+    }
+    url
+}
+
+/// One client per instance, shared as the cell says.
+fn clients(
+    cell: &Cell,
+    sandbox: &Sandbox,
+    http: &petstore_client::reqwest::Client,
+    key: &str,
+) -> Vec<PetStoreClient> {
+    let build = |i: usize, scope: RateLimitScope| {
+        PetStoreClient::builder()
+            .base_url(base_url(cell, sandbox, i).as_str())
+            .http_client(http.clone())
+            .api_key(key)
+            .user_agent(format!("instance-{i}"))
+            .rate_limit_scope(scope)
+            .pacing(Pacing::Shared)
+            .build()
+            .expect("a valid client")
+    };
+    match cell.sharing {
+        Sharing::Independent => (0..cell.instances)
+            .map(|i| build(i, RateLimitScope::Client))
+            .collect(),
+        // Under two host names, clones of two clients of the process, one for each name.
+        Sharing::Clones if cell.two_hosts => {
+            let two = [
+                build(0, RateLimitScope::Process),
+                build(1, RateLimitScope::Process),
+            ];
+            (0..cell.instances).map(|i| two[i % 2].clone()).collect()
+        }
+        Sharing::Clones => {
+            let one = build(0, RateLimitScope::Client);
+            vec![one; cell.instances]
+        }
+        Sharing::SeparatelyBuilt => (0..cell.instances)
+            .map(|i| build(i, RateLimitScope::Process))
+            .collect(),
+    }
+}
+
+/// The figures the sandbox's log gives. Goodput counts the windows wholly inside the run,
+/// before its `deadline`: calls still under way then end after it, and their requests are
+/// not the run's.
+fn count_the_log(cell: &Cell, log: &[LoggedRequest], deadline: Instant, figures: &mut Figures) {
+    let run: Vec<LoggedRequest> = log.iter().filter(|r| r.at < deadline).cloned().collect();
+    let minutes = full_windows(&run, cell.minute);
+    figures.per_minute = minutes.iter().map(|(_, n)| *n).collect();
+    figures.per_day = successes_per_window(&run, cell.day);
     // Each window's successes up to what it allowed: after a downgrade, a window may have
     // used more than the new plan allows.
     let allowances: Vec<u64> = minutes.iter().map(|(i, _)| allowance(cell, *i)).collect();
@@ -1078,26 +1296,16 @@ pub async fn run(cell: &Cell) -> Figures {
         .map(|((_, n), allowed)| *n.min(allowed))
         .sum();
     let allowance: u64 = allowances.iter().sum();
-    let goodput = if allowance > 0 {
+    figures.goodput = if allowance > 0 {
         used as f64 / allowance as f64
     } else {
         0.0
     };
-    Figures {
-        requests: log.len(),
-        per_minute,
-        per_day,
-        goodput,
-        limited: log.iter().filter(|r| r.status == Some(429)).count(),
-        most_429_in_a_window: most_429_in_a_window(&log, cell.minute),
-        most_in_a_cooldown: most_in_a_cooldown(&log),
-        during_cooldown: stats.during_cooldown(),
-        late_answers: late_answers(&log),
-        bans: stats.bans(),
-        slowest_call,
-        calls,
-        errors,
-    }
+    figures.requests = log.len();
+    figures.limited = log.iter().filter(|r| r.status == Some(429)).count();
+    figures.most_429_in_a_window = most_429_in_a_window(log, cell.minute);
+    figures.most_in_a_cooldown = most_in_a_cooldown(log);
+    figures.late_answers = late_answers(log);
 }
 
 /// Every request the sandbox received, one line each, in the order it logged them: when,
@@ -1111,8 +1319,14 @@ fn print_log(log: &[LoggedRequest]) {
                 (until - first.at).as_secs_f64()
             )
         });
+        let answered = request.answered_at.map_or(String::new(), |at| {
+            format!(" answered {:.3} s", (at - first.at).as_secs_f64())
+        });
+        let left = request
+            .left
+            .map_or(String::new(), |left| format!(" left {left}"));
         println!(
-            "{:>9.3} s {:<12} {:>4} {}{wait}",
+            "{:>9.3} s {:<12} {:>4} {}{wait}{answered}{left}",
             (request.at - first.at).as_secs_f64(),
             request.user_agent.as_deref().unwrap_or("-"),
             request
