@@ -15,7 +15,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use petstore_sandbox::{Fault, QuotaFields};
+use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
 use super::matrix::{CLOCK_START_UNIX, Cell, ClockStep, Expect, PlanChange, Sharing};
 
@@ -188,6 +188,7 @@ pub fn world(seed: u64) -> Cell {
             cell.start_gap.as_millis()
         ));
     }
+    draw_newer_kinds(&mut rng, &mut cell);
     if !cell.backends.is_empty() {
         let offsets: Vec<String> = cell.backends.iter().map(|s| format!("{s:+}")).collect();
         cell.name
@@ -209,7 +210,76 @@ pub fn world(seed: u64) -> Cell {
         ));
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
+    cell.extra_429s = Some(most_429s(&cell).saturating_sub(cell.instances));
     cell
+}
+
+/// The kinds of world added after the first ones, drawn after them so that a seed keeps its
+/// older draws: sliding windows, windows of minutes to a day, quota headers only on 429s or
+/// none, two host names for the service, an earlier run that spent the key, a round trip on
+/// every request, and a plan change that changes the limit.
+fn draw_newer_kinds(rng: &mut SplitMix, cell: &mut Cell) {
+    if rng.chance(0.15) {
+        cell.window_kind = WindowKind::Sliding;
+        cell.name.push_str(", sliding windows");
+    }
+    if rng.chance(0.15) {
+        // The paused clock makes a long window cost what its requests cost: the limits stay
+        // modest, and the run three windows long.
+        let length = rng.pick(&[120, 600, 1_800, 3_600, 86_400]);
+        let scale = |d: Duration| d.mul_f64(length as f64 / cell.minute as f64);
+        if cell.day < 86_400 {
+            cell.day = cell.day / cell.minute * length;
+        }
+        if let Some(step) = &mut cell.clock_step {
+            step.after = scale(step.after);
+        }
+        if let Some(change) = &mut cell.plan_change {
+            change.after = scale(change.after);
+        }
+        cell.minute = length;
+        cell.windows = 3;
+    }
+    if rng.chance(0.15) {
+        cell.quota_fields = rng.pick(&[QuotaFields::OnlyOn429, QuotaFields::Absent]);
+        cell.name.push_str(match cell.quota_fields {
+            QuotaFields::OnlyOn429 => ", quota headers only on 429s",
+            _ => ", no quota headers",
+        });
+    }
+    if rng.chance(0.2) {
+        cell.two_hosts = true;
+        cell.name
+            .push_str(", every other instance names the service localhost");
+    }
+    if rng.chance(0.15) {
+        // Half the budget, all of it, or all of it and a 429 whose wait the instances meet.
+        let budget = cell.per_minute.min(cell.per_day);
+        cell.earlier_run = rng.pick(&[budget / 2, budget, budget + 1]);
+        cell.name.push_str(&format!(
+            ", an earlier run sent {} requests just before",
+            cell.earlier_run
+        ));
+    }
+    if rng.chance(0.2) {
+        let rtt = Duration::from_millis(50 + rng.below(251));
+        cell.faults.push(Fault::latency(rtt));
+        cell.name
+            .push_str(&format!(", every answer {} ms late", rtt.as_millis()));
+    }
+    let up = rng.chance(0.5);
+    if let Some(change) = cell
+        .plan_change
+        .as_mut()
+        .filter(|c| c.per_minute == cell.per_minute)
+    {
+        // A change of plan that keeps the limit is none: up or down by half.
+        change.per_minute = if up {
+            cell.per_minute * 2
+        } else {
+            cell.per_minute / 2
+        };
+    }
 }
 
 /// An injected `status` with one of the forms `Retry-After` takes, and that form in words.
@@ -239,11 +309,13 @@ fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, Str
 
 /// The share of the minute allowance a world must use. Safety is checked in every world; a
 /// floor only where the world allows one: no faults, no cancellations, quota shown as
-/// specified, no step of the clock (which shortens or skips windows), and budget enough for
-/// every instance, before and after a plan change. Unless `SIM_STRICT` is set, no floor either
-/// with a plan change or a backend off the limiter's clock by more than a tenth of the window:
-/// today's client uses too little of the allowance after a downgrade, and waits `reset - Date`
-/// where a backend behind the limiter dates its answers early.
+/// specified, no step of the clock (which shortens or skips windows), no day window that binds,
+/// no earlier run's 429 to start into, and budget enough for every instance, before and after
+/// a plan change. Sliding and long windows and two host names keep the floor. Unless
+/// `SIM_STRICT` is set, no floor either with a plan change or a backend off the limiter's clock
+/// by more than a tenth of the window: today's client uses too little of the allowance after a
+/// downgrade, and waits `reset - Date` where a backend behind the limiter dates its answers
+/// early.
 fn goodput_floor(cell: &Cell) -> f64 {
     let far_backend = cell
         .backends
@@ -255,12 +327,57 @@ fn goodput_floor(cell: &Cell) -> f64 {
         && cell.quota_fields == QuotaFields::XRateLimit
         && cell.per_day >= 1_000_000
         && cell.clock_step.is_none()
+        && cell.earlier_run <= cell.per_minute
         && (!known_short || strict());
     let least = cell.plan_change.map_or(cell.per_minute, |change| {
         change.per_minute.min(cell.per_minute)
     });
-    if !clean || least < 2 * cell.instances as u32 {
+    if !clean || !cell.within_contract() || least < 2 * cell.processes() as u32 {
         return 0.0;
     }
-    if cell.instances == 1 { 0.9 } else { 0.5 }
+    if cell.processes() == 1 { 0.9 } else { 0.5 }
+}
+
+/// How long an injected status fault may keep the key quiet, in seconds, all its times: its
+/// `Retry-After` at its longest (an HTTP-date up to 21 s after the start, seconds rounded up
+/// and rule C's second), or the retry policy's longest backoff (8 s) where it gives none.
+fn injected_wait(fault: &Fault) -> f64 {
+    let text = format!("{fault:?}");
+    if text.starts_with("Fault { kind: Latency") {
+        return 0.0;
+    }
+    let value = text
+        .split("retry_after: Some(\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next());
+    let told = match value {
+        Some(date) if date.ends_with("GMT") => 21.0,
+        Some(value) => value.parse::<f64>().map_or(8.0, |s| s.ceil() + 1.0),
+        None => 8.0,
+    };
+    fault_times(&text) as f64 * told
+}
+
+/// How many times a fault applies, from its `Debug` text (once where it does not say).
+fn fault_times(text: &str) -> usize {
+    text.split("remaining: Some(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The most 429s a window of a world within the contract may see: per process, one for each
+/// task's request on the wire when the budget runs out (more than one only where the answers
+/// do not show the budget, rule S) and one probe into the `Retry-After`; and for each injected
+/// 429, itself and a probe of each process into its wait.
+fn most_429s(cell: &Cell) -> usize {
+    let processes = cell.processes();
+    let injected: usize = cell
+        .faults
+        .iter()
+        .filter(|fault| format!("{fault:?}").contains("status: 429"))
+        .map(|fault| fault_times(&format!("{fault:?}")))
+        .sum();
+    processes * (1 + cell.tasks) + injected * (1 + processes)
 }
