@@ -132,7 +132,13 @@ impl RedisState {
     /// `redis-tls` feature. Nothing is connected yet.
     pub fn new(url: &str) -> Result<Self, Error> {
         let client = redis::Client::open(url).map_err(|error| {
-            if !cfg!(feature = "redis-tls") && url.starts_with("rediss:") {
+            if url.starts_with("redis+sentinel:") || url.starts_with("rediss+sentinel:") {
+                Error::config(
+                    "a redis+sentinel:// URL is not one server's: for a master that Sentinel \
+                     names, use RedisState::sentinel with the sentinels' redis:// URLs and the \
+                     service's name",
+                )
+            } else if !cfg!(feature = "redis-tls") && url.starts_with("rediss:") {
                 Error::config("a rediss:// URL (Redis over TLS) needs the feature redis-tls")
             } else {
                 invalid_url(error)

@@ -461,3 +461,40 @@ async fn after_a_plan_upgrade_in_mid_window_the_window_uses_half_the_new_budget_
     );
     assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
 }
+
+/// Found by the explorer (soak seeds 4596 and 17824): a 429 with a short `Retry-After` whose
+/// quota showed the window spent, and the probe after that cooldown went into the window's
+/// own 429.
+#[tokio::test(start_paused = true)]
+async fn after_a_short_cooldown_a_429_that_showed_the_window_spent_holds_until_its_end() {
+    let sandbox = common::sandbox().await;
+    let key = sandbox.key(Plan::Free);
+    let other = sandbox_client(&sandbox, key, RetryPolicy::none())
+        .rate_limit_scope(RateLimitScope::Client)
+        .pacing(Pacing::Off)
+        .build()
+        .unwrap();
+    for _ in 0..Plan::Free.per_minute() - 1 {
+        other.list_pets().send().await.unwrap();
+    }
+    // The last of the minute's budget meets a 429 that asks for 2 s of quiet.
+    sandbox.inject(Fault::status(429).retry_after(2).times(1));
+    let client = sandbox_client(&sandbox, key, RetryPolicy::default())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+
+    client.list_pets().send().await.unwrap();
+
+    assert_eq!(
+        answered(&sandbox, 429),
+        vec![start],
+        "expected the retry to wait for the window the 429 showed spent, not for its 2 s"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(59),
+        "{:?}",
+        start.elapsed()
+    );
+}

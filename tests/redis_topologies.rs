@@ -456,10 +456,84 @@ mod tls {
             .expect("the call goes on without Redis");
         let text = captured.text();
         assert!(
-            text.contains(UNREACHABLE) && text.contains("certificate"),
+            text.contains(UNREACHABLE)
+                && text.contains("certificate")
+                && text.contains("build_with_tls"),
             "expected a warning that Redis is unreachable for its certificate, the log \
              reads:\n{text}"
         );
         assert_eq!(admissions_at(&server.url()).await, before);
     }
+}
+
+/// One call through `state`, which must go on without Redis: what it logged at WARN.
+async fn warnings_of_one_call(sandbox: &Sandbox, state: RedisState) -> String {
+    let (captured, _guard) = common::capture(tracing::Level::WARN);
+    instance(sandbox, "misconfigured", state)
+        .list_pets()
+        .limit(1)
+        .send()
+        .await
+        .expect("the call goes on without Redis");
+    captured.text()
+}
+
+#[tokio::test]
+async fn a_cluster_node_given_as_one_server_is_told_to_use_the_cluster() {
+    common::install_log_capture();
+    let cluster = RedisCluster::start();
+    // The state's slot is owned by one node of three: the others answer MOVED.
+    let sandbox = sandbox().await;
+    let mut texts = Vec::new();
+    for node in cluster.nodes() {
+        let state = RedisState::new(&node.url()).unwrap();
+        texts.push(warnings_of_one_call(&sandbox, state).await);
+    }
+    let told = texts
+        .iter()
+        .filter(|text| text.contains("RedisState::cluster"))
+        .count();
+    assert_eq!(
+        told,
+        2,
+        "expected the two nodes that do not own the state's slot to name RedisState::cluster, \
+         the logs read:\n{}",
+        texts.join("\n---\n")
+    );
+}
+
+#[tokio::test]
+async fn a_sentinel_given_as_one_server_is_told_to_use_sentinel() {
+    common::install_log_capture();
+    let master = RedisServer::start();
+    let sentinel = RedisServer::start_sentinel(SERVICE, master.port());
+    let text =
+        warnings_of_one_call(&sandbox().await, RedisState::new(&sentinel.url()).unwrap()).await;
+    assert!(
+        text.contains("RedisState::sentinel") && !text.contains("CONFIG GET is not allowed"),
+        "expected a warning naming RedisState::sentinel, and none about CONFIG GET, the log \
+         reads:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_redis_that_asks_for_a_password_is_told_to_get_one() {
+    common::install_log_capture();
+    let server = RedisServer::start_with(&["--requirepass", "FAKE-password-not-a-secret"]);
+    let text =
+        warnings_of_one_call(&sandbox().await, RedisState::new(&server.url()).unwrap()).await;
+    assert!(
+        text.contains("password") && text.contains("redis://user:password@"),
+        "expected a warning that Redis asks for a password and where to give it, the log \
+         reads:\n{text}"
+    );
+}
+
+#[test]
+fn a_sentinel_url_is_told_to_use_sentinel() {
+    let error = RedisState::new("redis+sentinel://127.0.0.1:26379/petstore").unwrap_err();
+    assert!(
+        error.to_string().contains("RedisState::sentinel"),
+        "expected the error to name RedisState::sentinel: {error}"
+    );
 }

@@ -206,8 +206,12 @@ struct KeyState {
 }
 
 impl KeyState {
-    /// The key was told to wait until `until`; its strikes count afresh.
+    /// The key was told to wait until `until`; its strikes count afresh. A wait already in
+    /// force that ends later stands, strikes and all: one key, one wait.
     fn cool_down(&mut self, until: Instant) {
+        if self.cooldown_until.is_some_and(|end| end >= until) {
+            return;
+        }
         self.cooldown_until = Some(until);
         self.strikes = 0;
     }
@@ -520,6 +524,28 @@ mod tests {
         assert_eq!(limiter.check("k"), Some(allowed(0, 14)));
         after(0.5).await;
         assert_eq!(limiter.check("k"), Some(limited(3, 14, 4)));
+    }
+
+    /// Found by the explorer (soak seed 14778): an injected 429's shorter wait replaced the
+    /// window's, and the sandbox told the key's other callers the shorter one.
+    #[tokio::test(start_paused = true)]
+    async fn a_shorter_wait_injected_during_a_cooldown_does_not_cut_it_short() {
+        let mut limiter = limiter(WindowKind::Fixed, 1);
+        assert!(matches!(limiter.check("k"), Some(Verdict::Allowed(_))));
+        assert_eq!(limiter.check("k"), Some(limited(1, 10, 10)));
+        limiter.cool_down("k", Duration::from_secs(2));
+        after(3.0).await;
+        assert!(
+            matches!(
+                limiter.check("k"),
+                Some(Verdict::Limited {
+                    retry_after: 7,
+                    during_cooldown: true,
+                    ..
+                })
+            ),
+            "the window's wait of 10 s is still in force"
+        );
     }
 
     #[tokio::test(start_paused = true)]

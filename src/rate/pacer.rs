@@ -164,8 +164,14 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if let Some((until, hold)) = view.remote {
         return Decision::Until(until, hold);
     }
-    // Rule P.
+    // Rule P. The probe after a cooldown into a window the last answer showed spent would
+    // meet another 429: it waits for the window's end (rule B).
     if view.gate.half_open() || (metered && view.known == Known::Unknown) {
+        if let (true, Known::Budget(budget)) = (metered, &view.known)
+            && let Some(hold @ Decision::Until(..)) = spent(budget, 0)
+        {
+            return hold;
+        }
         return if view.wire.probe {
             Decision::ForResponse(Hold::Probe)
         } else {
@@ -421,6 +427,21 @@ mod tests {
         gate.contest();
         let shown = decide(&view(&gate, known, 1.0, 0, now), Pacing::Shared, now);
         assert_eq!(shown, Decision::Until(now + secs(4.0), Hold::Cooldown));
+    }
+
+    #[test]
+    fn after_a_cooldown_the_probe_waits_for_the_end_of_a_window_the_429_showed_spent() {
+        let now = Instant::now();
+        let mut gate = Gate::default();
+        gate.close(now, Quiet::RateLimited(secs(2.0)), &|_| Duration::ZERO);
+        let known = budgets(0, secs(30.0), now).known(now);
+        let later = now + secs(2.0);
+        for pacing in [Pacing::Shared, Pacing::Sole] {
+            let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, later);
+            assert_eq!(decision, Decision::Until(now + secs(30.0), Hold::Spent));
+        }
+        let off = decide(&view(&gate, known, 1.0, 0, now), Pacing::Off, later);
+        assert_eq!(off, Decision::Go { probe: true });
     }
 
     #[test]

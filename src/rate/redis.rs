@@ -81,6 +81,28 @@ impl Topology {
     }
 }
 
+/// `error`, and the fix where its cause is how the state was configured.
+fn explained(error: &RedisError) -> String {
+    let text = error.to_string();
+    let fix = if matches!(error.code(), Some("MOVED" | "ASK")) {
+        "the server is a node of a Redis Cluster: keep the state with RedisState::cluster"
+    } else if text.contains("unknown command") && text.contains("EVALSHA") {
+        "the server runs no scripts, as a Redis Sentinel does: for a master that Sentinel \
+         names, keep the state with RedisState::sentinel"
+    } else if matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
+        || text.contains("unauthenticated")
+    {
+        "Redis asks for a password, or another: give the user and password in the URL, \
+         redis://user:password@host:port/"
+    } else if text.contains("UnknownIssuer") {
+        "the server's certificate is signed by an authority this system does not trust: give \
+         RedisState::from_client a redis::Client::build_with_tls that trusts it"
+    } else {
+        return text;
+    };
+    format!("{text}; {fix}")
+}
+
 /// Whether the connection was lost, so that a second try on a new one may succeed.
 fn lost(error: &RedisError) -> bool {
     error.is_io_error() || error.is_connection_dropped()
@@ -177,7 +199,7 @@ impl RedisStore {
         *connecting = None;
         let connection = result
             .map_err(|error| error.to_string())?
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| explained(&error))?;
         *lock(&self.connection) = Some(connection.clone());
         // Beside the first call, which need not wait for it.
         tokio::spawn(check_settings(connection.clone()));
@@ -231,9 +253,9 @@ impl RedisStore {
                     .await?
                     .invoke(&invocation)
                     .await
-                    .map_err(|error| error.to_string())
+                    .map_err(|error| explained(&error))
             }
-            result => result.map_err(|error| error.to_string()),
+            result => result.map_err(|error| explained(&error)),
         }
     }
 }
@@ -269,6 +291,8 @@ async fn check_settings(mut connection: Connection) {
                 );
             }
         }
+        // A Sentinel knows no CONFIG: the script's failure says what to change.
+        Err(error) if error.to_string().contains("unknown command") => {}
         Err(error) if error.code().is_some() => tracing::warn!(
             %error,
             "cannot read Redis's settings (CONFIG GET is not allowed): make sure that \
