@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use common::sandbox_client;
 use common::windows::WindowService;
 use petstore_client::{Error, Pacing, PetStoreClient, RateLimitScope, RetryPolicy};
-use petstore_sandbox::{Fault, Plan, Sandbox, WindowKind};
+use petstore_sandbox::{Fault, Plan, QuotaFields, Sandbox, WindowKind};
 use tokio::time::Instant;
 
 /// Statuses the sandbox answered, in order of arrival, with their arrival instants.
@@ -496,5 +496,36 @@ async fn after_a_short_cooldown_a_429_that_showed_the_window_spent_holds_until_i
         start.elapsed() >= Duration::from_secs(59),
         "{:?}",
         start.elapsed()
+    );
+}
+
+/// Found by the explorer: without rate-limit headers, the slow start had doubled to 16
+/// requests on the wire when the window ran out, and the first 429 found 15 of them: a sole
+/// process banned.
+#[tokio::test(start_paused = true)]
+async fn without_rate_limit_headers_a_sole_process_is_not_banned_by_its_first_429() {
+    let sandbox = common::sandbox_builder()
+        .key("headerless", Plan::Free)
+        .quota_fields(QuotaFields::Absent)
+        .start()
+        .await
+        .unwrap();
+    let client = sandbox_client(&sandbox, "headerless", RetryPolicy::default())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+
+    join_all(start_calling(&client, 16, Duration::from_secs(180))).await;
+
+    let most = common::matrix::most_in_a_cooldown(&sandbox.request_log());
+    assert!(
+        most <= 8,
+        "expected the first 429 to find at most 8 requests on the wire, {most} were inside its \
+         Retry-After"
+    );
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
+    assert!(
+        answered(&sandbox, 200).len() >= 2 * Plan::Free.per_minute() as usize,
+        "expected the process to go on calling after its first 429"
     );
 }

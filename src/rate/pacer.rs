@@ -61,8 +61,9 @@ const ROUNDING: Duration = Duration::from_secs(1);
 const UNSEEN: u64 = 8;
 
 /// Rule S: the most requests on the wire at once without rate-limit headers is 2 to the
-/// power of the answers in a row less one, at most this.
-const MAX_DOUBLINGS: u32 = 20;
+/// power of the answers in a row less one, at most 2 to this: the first 429 finds at most 8
+/// requests of an instance, fewer than a service that bans at the tenth needs to ban it.
+const MAX_DOUBLINGS: u32 = 3;
 
 /// Why a request waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,7 +355,7 @@ mod tests {
     }
 
     #[test]
-    fn without_headers_the_wire_doubles_with_each_answer() {
+    fn without_headers_the_wire_doubles_with_each_answer_up_to_eight() {
         let gate = Gate::default();
         let now = Instant::now();
         let first = view(&gate, Known::Unreported(1), 1.0, 1, now);
@@ -371,6 +372,16 @@ mod tests {
         assert_eq!(
             decide(&four, Pacing::Shared, now),
             Decision::ForResponse(Hold::Pace)
+        );
+        let many = Known::Unreported(40);
+        assert_eq!(
+            decide(&view(&gate, many.clone(), 1.0, 7, now), Pacing::Shared, now),
+            GO
+        );
+        assert_eq!(
+            decide(&view(&gate, many, 1.0, 8, now), Pacing::Shared, now),
+            Decision::ForResponse(Hold::Pace),
+            "at most 8 on the wire however many answers came"
         );
     }
 
