@@ -336,23 +336,28 @@ impl Limiter {
             minute
         };
 
+        // A ban's `Retry-After` covers the wait it interrupted too: one key, one wait.
+        let banned_for = |banned: Instant, cooldown: Option<Instant>| {
+            ceil_secs(cooldown.map_or(banned, |c| c.max(banned)) - now)
+        };
         if let Some(until) = state.banned_until.filter(|until| *until > now) {
             self.early += 1;
             return Some(Verdict::Banned {
                 headers: binding.headers(),
-                retry_after: ceil_secs(until - now),
+                retry_after: banned_for(until, state.cooldown_until),
             });
         }
         if let Some(until) = state.cooldown_until.filter(|until| *until > now) {
             self.early += 1;
             state.strikes += 1;
             if state.strikes >= limits.ban_threshold {
-                state.banned_until = Some(now + limits.ban_duration);
-                state.cooldown_until = None;
+                let banned = now + limits.ban_duration;
+                state.banned_until = Some(banned);
+                state.strikes = 0;
                 self.bans += 1;
                 return Some(Verdict::Banned {
                     headers: binding.headers(),
-                    retry_after: ceil_secs(limits.ban_duration),
+                    retry_after: banned_for(banned, state.cooldown_until),
                 });
             }
             return Some(Verdict::Limited {
@@ -524,6 +529,41 @@ mod tests {
         assert_eq!(limiter.check("k"), Some(allowed(0, 14)));
         after(0.5).await;
         assert_eq!(limiter.check("k"), Some(limited(3, 14, 4)));
+    }
+
+    /// Found by the explorer (seed 739 of its newer kinds): a ban told the key to wait 600 s
+    /// where the window it was banned in stayed spent for 2,370, and a request after the
+    /// ban's end met a fresh 429.
+    #[tokio::test(start_paused = true)]
+    async fn a_ban_asks_for_the_wait_it_interrupted_when_that_is_longer() {
+        let mut limiter = limiter(WindowKind::Fixed, 1);
+        assert!(matches!(limiter.check("k"), Some(Verdict::Allowed(_))));
+        limiter.cool_down("k", Duration::from_secs(900));
+        for _ in 1..10 {
+            limiter.check("k");
+        }
+        assert!(
+            matches!(
+                limiter.check("k"),
+                Some(Verdict::Banned {
+                    retry_after: 900,
+                    ..
+                })
+            ),
+            "the ban's 600 s end within the 900 s wait"
+        );
+        after(601.0).await;
+        assert!(
+            matches!(
+                limiter.check("k"),
+                Some(Verdict::Limited {
+                    retry_after: 299,
+                    during_cooldown: true,
+                    ..
+                })
+            ),
+            "the wait goes on past the ban"
+        );
     }
 
     /// Found by the explorer (soak seed 14778): an injected 429's shorter wait replaced the
