@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use petstore_sandbox::{LoggedRequest, WindowKind};
+use petstore_sandbox::{LoggedRequest, QuotaFields, WindowKind};
 use tokio::time::Instant;
 
 use super::{Cell, EARLIER_RUN, Expect};
@@ -65,7 +65,9 @@ impl CallSpan {
 /// clock: those make the client wait for reasons of their own (a 5xx's backoff, a 429 no
 /// budget foretold, windows that jump).
 pub fn apply(cell: &Cell) -> bool {
+    // A cancelled call's request may be on the wire unseen by the sandbox's log.
     cell.one_process()
+        && !cell.cancel_half
         && cell.clock_step.is_none()
         && cell.per_minute > 0
         && matches!(cell.expect, Expect::Goodput(_))
@@ -133,24 +135,32 @@ fn quiet(arrivals: &[&LoggedRequest]) -> Vec<(Instant, Instant)> {
 
 /// When the service's windows took a request, as the sandbox counted: between two arrivals,
 /// what the first left lasts (windows only refill between requests), and a spent window takes
-/// requests from its refill on, placed up to `DATE_GRANULARITY` late, and later by as much as
-/// a backend behind the limiter dates its answers early. A plan change ends what is known
-/// until the next request.
+/// requests from its refill on, placed up to `DATE_GRANULARITY` late (a second more for a
+/// reset given in seconds from now, or a sliding one), plus a round trip, plus as much as the
+/// backends' clocks are apart. A plan change ends what is known until the next request.
 fn budget(
     cell: &Cell,
     arrivals: &[&LoggedRequest],
     started: Instant,
     end: Instant,
 ) -> Vec<(Instant, Instant)> {
-    let behind = cell.backends.iter().map(|o| (-o).max(0)).max().unwrap_or(0);
+    // Backends whose clocks disagree leave the end uncertain by as much as they are apart.
+    let behind = cell.backends.iter().map(|o| o.abs()).max().unwrap_or(0);
     // A sliding window's reset is its oldest request's ageing out, rounded up to the second;
     // and a `Date` may have been written anywhere in its answer's round trip.
     let rounded = match cell.window_kind {
         WindowKind::Sliding => Duration::from_secs(1),
         _ => Duration::ZERO,
     };
+    // A reset given as seconds from now is counted from the service's clock rounded up, a
+    // second more.
+    let counted_up = match cell.quota_fields {
+        QuotaFields::ResetInSeconds | QuotaFields::Ietf => Duration::from_secs(1),
+        _ => Duration::ZERO,
+    };
     let late = DATE_GRANULARITY
         + rounded
+        + counted_up
         + most_latency(cell)
         + Duration::from_secs(behind.unsigned_abs());
     let change = cell.plan_change.map(|change| started + change.after);

@@ -117,6 +117,9 @@ pub struct Cell {
     pub earlier_run: u32,
 }
 
+/// The most requests an instance has on the wire before an answer shows the budget (rule S).
+pub const MOST_UNREPORTED: usize = 8;
+
 /// Independent instances that the rate contract keeps from a ban without shared state, against
 /// the sandbox's ban at the tenth request inside one `Retry-After`.
 pub const CONTRACT_INSTANCES: usize = 9;
@@ -131,7 +134,31 @@ impl Cell {
     /// Whether the rate contract promises this cell no ban: clones or clients of one process,
     /// or at most [`CONTRACT_INSTANCES`] independent instances.
     pub fn within_contract(&self) -> bool {
-        self.sharing != Sharing::Independent || self.instances <= CONTRACT_INSTANCES
+        let instances = if self.headerless() {
+            1
+        } else {
+            CONTRACT_INSTANCES
+        };
+        self.sharing != Sharing::Independent || self.instances <= instances
+    }
+
+    /// Whether the answers show no budget before a 429 (rule S's slow start): the first 429
+    /// may find up to [`MOST_UNREPORTED`] requests of an instance on the wire, so the
+    /// contract keeps one such instance from a ban, not several.
+    pub fn headerless(&self) -> bool {
+        matches!(
+            self.quota_fields,
+            QuotaFields::Absent | QuotaFields::OnlyOn429
+        )
+    }
+
+    /// The most requests an instance may send inside one `Retry-After`.
+    pub fn most_in_a_cooldown(&self) -> usize {
+        if self.headerless() {
+            MOST_UNREPORTED
+        } else {
+            1
+        }
     }
 
     /// Whether every instance is in one process (one state): contract 2's sole user.
@@ -927,7 +954,7 @@ impl Figures {
         if self.bans > 0 && within {
             problems.push(format!("{} bans", self.bans));
         }
-        if self.most_in_a_cooldown > 1 {
+        if self.most_in_a_cooldown > cell.most_in_a_cooldown() {
             problems.push(format!(
                 "an instance sent {} requests inside one Retry-After",
                 self.most_in_a_cooldown

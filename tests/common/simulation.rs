@@ -17,7 +17,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
-use super::matrix::{CLOCK_START_UNIX, Cell, ClockStep, Expect, PlanChange, Sharing};
+use super::matrix::{
+    CLOCK_START_UNIX, Cell, ClockStep, Expect, MOST_UNREPORTED, PlanChange, Sharing,
+};
 
 /// The most independent instances a world has unless `SIM_MAX_INSTANCES` says otherwise: 211
 /// of the first 2,000 worlds have 16 or 32 independent instances on one key.
@@ -368,9 +370,10 @@ fn fault_times(text: &str) -> usize {
 }
 
 /// The most 429s a window of a world within the contract may see: per process, one for each
-/// task's request on the wire when the budget runs out (more than one only where the answers
-/// do not show the budget, rule S) and one probe into the `Retry-After`; and for each injected
-/// 429, itself and a probe of each process into its wait.
+/// task's request on the wire when the budget runs out (up to rule S's eight where the answers
+/// do not show the budget) and one probe into the `Retry-After`; for each injected 429, itself
+/// and a probe of each process into its wait; with sliding windows, each process racing the
+/// others for each request the window frees; and one per process after a step of the clock.
 fn most_429s(cell: &Cell) -> usize {
     let processes = cell.processes();
     let injected: usize = cell
@@ -379,5 +382,23 @@ fn most_429s(cell: &Cell) -> usize {
         .filter(|fault| format!("{fault:?}").contains("status: 429"))
         .map(|fault| fault_times(&format!("{fault:?}")))
         .sum();
-    processes * (1 + cell.tasks) + injected * (1 + processes)
+    let on_the_wire = if cell.headerless() {
+        MOST_UNREPORTED
+    } else {
+        cell.tasks
+    };
+    // A sliding window frees its budget one request at a time, and processes that share
+    // nothing race for each: a 429 for each other process at each, at most the window's limit.
+    let racing = if cell.window_kind == WindowKind::Sliding && processes > 1 {
+        (processes - 1) * cell.per_minute as usize
+    } else {
+        0
+    };
+    // A step of the clock back into a spent window: a 429 no header foretold, per process.
+    let stepped = if cell.clock_step.is_some() {
+        processes
+    } else {
+        0
+    };
+    processes * (1 + on_the_wire) + injected * (1 + processes) + racing + stepped
 }
