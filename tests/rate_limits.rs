@@ -529,3 +529,65 @@ async fn without_rate_limit_headers_a_sole_process_is_not_banned_by_its_first_42
         "expected the process to go on calling after its first 429"
     );
 }
+
+/// Found by the stricter explorer: a sliding window still counts a process's requests of the
+/// period before, and a new period's first answer took them for other instances; a key's only
+/// user then spread its budget as a fleet's share, one request every 15 s where 5 a minute
+/// were free.
+#[tokio::test(start_paused = true)]
+async fn a_sole_user_of_a_slow_sliding_window_is_not_paced_as_a_fleet() {
+    let sandbox = common::sandbox_builder()
+        .key(
+            "sliding",
+            Plan::Enterprise {
+                per_minute: 5,
+                per_day: 1_000_000,
+            },
+        )
+        .window_kind(WindowKind::Sliding)
+        .start()
+        .await
+        .unwrap();
+    sandbox.inject(Fault::latency(Duration::from_millis(478)));
+    let client = sandbox_client(&sandbox, "sliding", patient())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+
+    join_all(start_calling(&client, 3, Duration::from_secs(190))).await;
+
+    // 5 at the start, and 5 more as each minute ages them out: 20 by 190 s.
+    let served = answered(&sandbox, 200).len();
+    assert!(
+        served >= 18,
+        "expected the sliding window's 5 a minute to be used, {served} served in 190 s"
+    );
+    assert_eq!(sandbox.stats().bans(), 0, "expected no ban");
+}
+
+/// Found by the stricter explorer: against a sliding window whose reset moved past what names
+/// one window, the window of the period before lingered, ended, beside the new one; the budget
+/// then read as unknown at every answer, and each request went as a probe, into 429s.
+#[tokio::test(start_paused = true)]
+async fn an_ended_window_does_not_linger_beside_the_one_that_followed_it() {
+    let sandbox = common::sandbox_builder()
+        .key("ietf", Plan::Free)
+        .window_kind(WindowKind::Sliding)
+        .quota_fields(QuotaFields::Ietf)
+        .start()
+        .await
+        .unwrap();
+    sandbox.inject(Fault::latency(Duration::from_millis(470)).fraction(0.5));
+    let client = sandbox_client(&sandbox, "ietf", patient())
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap();
+
+    join_all(start_calling(&client, 1, Duration::from_secs(180))).await;
+
+    let limited = answered(&sandbox, 429).len();
+    assert!(
+        limited <= 1,
+        "expected a sole user to meet at most one 429 in 3 minutes, it met {limited}"
+    );
+}

@@ -246,10 +246,19 @@ impl Budgets {
         // The headers show the window that binds: any other whose reset passed has more left
         // than this one shows, and is dropped.
         let limit = quota.limit;
-        self.windows
-            .retain(|w| !w.ended(at) || w.names(limit, reset, at));
+        let names = |w: &Window| w.names(limit, reset, at);
+        // The window this answer reports: one still open first; of ended ones, which all name
+        // their next period, the first, the others being its earlier periods.
+        let matched = (self.windows.iter())
+            .position(|w| !w.ended(at) && names(w))
+            .or_else(|| self.windows.iter().position(names));
+        let mut k = 0;
+        self.windows.retain(|w| {
+            k += 1;
+            Some(k - 1) == matched || !w.ended(at)
+        });
         let counted = own.counted();
-        let index = self.windows.iter().position(|w| w.names(limit, reset, at));
+        let index = self.windows.iter().position(names);
         let Some(window) = index.map(|i| &mut self.windows[i]) else {
             self.add(quota, ends, at, sent, counted);
             return;
@@ -257,13 +266,10 @@ impl Budgets {
         let fresh = sent >= window.as_of;
         if fresh {
             let ended = window.ended(at);
-            if ended {
-                // A new period: what it shows spent beyond this process's requests on the
-                // wire was spent by others (rule O).
-                window.refill(quota.limit, own.sent.saturating_sub(own.in_flight));
-                window.remaining = quota.remaining;
-            } else if quota.remaining > window.remaining {
-                // Refilled in mid-period: a sliding window, or a plan upgrade.
+            // A new period, or one refilled in mid-period (a sliding window, a plan upgrade):
+            // what it shows spent at this answer may be this process's earlier requests,
+            // which a sliding window still counts, so others show only by its fall from here.
+            if ended || quota.remaining > window.remaining {
                 window.refill(quota.remaining, counted);
             }
             window.limit = quota.limit;
@@ -545,21 +551,25 @@ mod tests {
     }
 
     #[test]
-    fn a_new_period_counts_what_was_spent_before_its_first_answer_as_others() {
+    fn a_new_period_shows_others_only_by_its_fall_after_its_first_answer() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         budgets.report(quota(60, 30, T), t0 + secs(10.0), t0, own(1, t0));
-        assert!(budgets.alone());
         assert_eq!(budgets.known(t0 + secs(10.0)), Known::Unknown);
-        // The next period's first answer: five spent, one of them this process's probe.
+        // The next period's first answer shows five spent: a sliding window still counts
+        // this process's earlier requests, so they are no one's to tell.
         let at = t0 + secs(10.5);
         budgets.report(quota(60, 55, T + 60), t0 + secs(70.0), at, own(2, at));
+        assert!(budgets.alone(), "{}", budgets.instances());
+        assert_eq!(remaining(&budgets, at), Some(55));
+        // Its next answer: six fewer for this process's one request.
+        let next = at + secs(1.0);
+        budgets.report(quota(60, 49, T + 60), t0 + secs(70.0), next, own(3, next));
         assert!(
-            (budgets.instances() - 5.0).abs() < 1e-9,
+            (budgets.instances() - 6.0).abs() < 1e-9,
             "{}",
             budgets.instances()
         );
-        assert_eq!(remaining(&budgets, at), Some(55));
     }
 
     #[test]
