@@ -346,3 +346,37 @@ async fn admissions_in(redis: &mut MultiplexedConnection, name: &str) -> Option<
         .await
         .unwrap()
 }
+
+/// Redis loses the state again and again (`FLUSHALL` every 20 ms, as an evicting Redis short
+/// of memory does after every write) from the first fault to the end of the run: the fleet
+/// must fare no worse than with no Redis at all.
+async fn state_lost_again_and_again(instances: usize) {
+    let redis = RedisServer::start();
+    let mut direct = redis_connection(&redis).await;
+    let run = fleet_under(instances, &redis.url(), 1, async || {
+        let mut flusher = direct.clone();
+        tokio::spawn(async move {
+            let end = Instant::now() + RUN;
+            while Instant::now() < end {
+                let _: Result<(), _> = redis::cmd("FLUSHALL").query_async(&mut flusher).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+    })
+    .await;
+    let _: () = redis::cmd("PING").query_async(&mut direct).await.unwrap();
+    assert_fault_safe(
+        &format!("{instances} instances, the state flushed every 20 ms"),
+        &run,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_instances_are_not_banned_while_redis_loses_the_state_again_and_again() {
+    state_lost_again_and_again(16).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_two_instances_are_not_banned_while_redis_loses_the_state_again_and_again() {
+    state_lost_again_and_again(32).await;
+}
