@@ -321,8 +321,8 @@ impl PetStoreClient {
         if let Some((quota, length)) = quota {
             inner.meter.quota(quota, length);
         }
-        let (instances, store_live) = inner.rate.fleet();
-        inner.meter.fleet(instances, store_live);
+        let (instances, store_live, store_lost) = inner.rate.fleet();
+        inner.meter.fleet(instances, store_live, store_lost);
     }
 
     fn finish<V>(

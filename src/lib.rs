@@ -133,7 +133,7 @@
 //! `petstore.client.holds` (by `cause`), `petstore.client.responses.throttled` (429 and 503,
 //! by status), `petstore.client.retries`, and the gauges `petstore.client.quota.remaining`,
 //! `petstore.client.quota.limit`, `petstore.client.instances` and
-//! `petstore.client.store.live`. A facade rather than `opentelemetry`'s own API, so that the
+//! `petstore.client.store.live`, and the counter `petstore.client.store.lost`. A facade rather than `opentelemetry`'s own API, so that the
 //! library brings no SDK and any exporter works. No label carries the API key.
 //!
 //! # Features

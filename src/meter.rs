@@ -46,6 +46,8 @@ pub(crate) const QUOTA_WINDOW: &str = "petstore.quota.window";
 pub(crate) const INSTANCES: &str = "petstore.client.instances";
 /// 1 while the fleet's shared state answers, 0 while it does not (with a shared store only).
 pub(crate) const STORE_LIVE: &str = "petstore.client.store.live";
+/// Times the shared store was found to have lost the state (evicted, flushed, a failover).
+pub(crate) const STORE_LOST: &str = "petstore.client.store.lost";
 
 /// The labels every metric of one client carries, built once with the client.
 #[derive(Debug)]
@@ -79,6 +81,10 @@ impl Meter {
         );
         describe_gauge!(INSTANCES, "Instances seen spending the key's budget.");
         describe_gauge!(STORE_LIVE, "Whether the shared rate-limit store answers.");
+        describe_counter!(
+            STORE_LOST,
+            "Times the shared rate-limit store lost the state."
+        );
         let port = port.map_or_else(String::new, |port| port.to_string());
         // Shared, so that labelling a metric copies no string.
         Self {
@@ -139,10 +145,11 @@ impl Meter {
 
     /// What the rate discipline knows of the fleet: the instances it sees, and whether the
     /// shared store answers (`None` without one).
-    pub(crate) fn fleet(&self, instances: f64, store_live: Option<bool>) {
+    pub(crate) fn fleet(&self, instances: f64, store_live: Option<bool>, store_lost: u64) {
         gauge!(INSTANCES, self.labels([])).set(instances);
         if let Some(live) = store_live {
             gauge!(STORE_LIVE, self.labels([])).set(f64::from(u8::from(live)));
+            counter!(STORE_LOST, self.labels([])).absolute(store_lost);
         }
     }
 

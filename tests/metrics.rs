@@ -233,7 +233,8 @@ async fn each_window_keeps_the_remaining_and_limit_it_last_reported() {
 }
 
 /// `petstore.client.store.live` says whether the fleet's shared state answers: 1 after a call
-/// that Redis admitted, 0 after one that found it gone (killed, as a crash would). On the real
+/// that Redis admitted, 0 after one that found it gone (killed, as a crash would);
+/// `petstore.client.store.lost` counts the times Redis lost the state (flushed here). On the real
 /// clock, a Redis round trip being real I/O, and on one thread, whose recorder this is.
 #[cfg(feature = "redis")]
 #[tokio::test]
@@ -243,6 +244,7 @@ async fn the_shared_store_is_recorded_live_while_redis_answers_and_not_once_it_i
 
     const LIVE: &str = "petstore.client.store.live";
     const INSTANCES: &str = "petstore.client.instances";
+    const LOST: &str = "petstore.client.store.lost";
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recorder = metrics::set_default_local_recorder(&recorder);
@@ -265,6 +267,20 @@ async fn the_shared_store_is_recorded_live_while_redis_answers_and_not_once_it_i
     let recorded = read(&snapshotter);
     assert_eq!(gauge(&recorded, LIVE, server.clone()), 1.0);
     assert_eq!(gauge(&recorded, INSTANCES, server.clone()), 1.0);
+    assert_eq!(counter(&recorded, LOST, server.clone()), 0);
+
+    // The state flushed: the next call finds it lost.
+    let mut direct = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut direct)
+        .await
+        .unwrap();
+    client.list_pets().send().await.unwrap();
+    assert_eq!(counter(&read(&snapshotter), LOST, server.clone()), 1);
 
     redis.kill();
     client

@@ -1120,3 +1120,38 @@ async fn an_answer_in_a_period_its_process_did_not_know_of_is_reported_at_once()
         "expected the call's admission and, at once, the report of its answer"
     );
 }
+
+const LOST: &str = "Redis lost the shared rate-limit state";
+
+/// A Redis that loses the state again and again (`FLUSHALL` every 50 ms, as an evicting Redis
+/// short of memory does) is logged once a minute at most, with what to change, and counted.
+#[test]
+fn a_state_lost_again_and_again_is_told_once_a_minute_with_the_fix() {
+    let (runtime, captured, _logs) = runtime_capturing();
+    let redis = RedisServer::start();
+    runtime.block_on(async {
+        let sandbox = sandbox(10_000, 1_000_000, Duration::from_secs(86_400)).await;
+        let client = instance(&sandbox, 0, Some(&redis.url()));
+        client.list_pets().limit(1).send().await.unwrap();
+        let mut flusher = redis_connection(&redis).await;
+        let end = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < end {
+            let _: () = redis::cmd("FLUSHALL")
+                .query_async(&mut flusher)
+                .await
+                .unwrap();
+            client.list_pets().limit(1).send().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let text = captured.text();
+    assert_eq!(
+        count(&text, LOST),
+        1,
+        "expected one warning that Redis lost the state, the log reads:\n{text}"
+    );
+    assert!(
+        text.contains("maxmemory-policy to noeviction"),
+        "expected the warning to say what to change, the log reads:\n{text}"
+    );
+}

@@ -348,12 +348,14 @@ async fn admissions_in(redis: &mut MultiplexedConnection, name: &str) -> Option<
 }
 
 /// Redis loses the state again and again (`FLUSHALL` every 20 ms, as an evicting Redis short
-/// of memory does after every write) from the first fault to the end of the run: the fleet
-/// must fare no worse than with no Redis at all.
-async fn state_lost_again_and_again(instances: usize) {
+/// of memory does after every write) from the first fault to the end of the run: each
+/// instance counts the others itself meanwhile, as without Redis, and 8 instances, within the
+/// contract without shared state, are not banned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_instances_go_on_safely_while_redis_loses_the_state_again_and_again() {
     let redis = RedisServer::start();
-    let mut direct = redis_connection(&redis).await;
-    let run = fleet_under(instances, &redis.url(), 1, async || {
+    let direct = redis_connection(&redis).await;
+    let run = fleet_under(8, &redis.url(), 1, async || {
         let mut flusher = direct.clone();
         tokio::spawn(async move {
             let end = Instant::now() + RUN;
@@ -364,19 +366,5 @@ async fn state_lost_again_and_again(instances: usize) {
         });
     })
     .await;
-    let _: () = redis::cmd("PING").query_async(&mut direct).await.unwrap();
-    assert_fault_safe(
-        &format!("{instances} instances, the state flushed every 20 ms"),
-        &run,
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_instances_are_not_banned_while_redis_loses_the_state_again_and_again() {
-    state_lost_again_and_again(16).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn thirty_two_instances_are_not_banned_while_redis_loses_the_state_again_and_again() {
-    state_lost_again_and_again(32).await;
+    assert_fault_safe("8 instances, the state flushed every 20 ms", &run);
 }

@@ -291,16 +291,16 @@ async fn a_quiet_holds_everyone_then_one_probe_goes_before_the_rest() {
     state.report("300", &[]).await;
     held(&state.admit(&[]).await, 1, 300);
     tokio::time::sleep(Duration::from_millis(350)).await;
-    one_probe_then_the_rest(&mut state, "after the quiet").await;
+    one_probe_then_the_rest(&mut state, "after the quiet", 1).await;
 }
 
-/// The next request goes as the probe, the one after it waits, and the probe's normal answer
-/// releases the others.
-async fn one_probe_then_the_rest(state: &mut State, when: &str) {
+/// The next request goes as the probe (`probe`: 1, or 2 for the probe of a lost state), the
+/// one after it waits, and the probe's normal answer releases the others.
+async fn one_probe_then_the_rest(state: &mut State, when: &str, probe_kind: i64) {
     let probe = state.admit(&[]).await;
     assert_eq!(
         probe[..2],
-        [0, 1],
+        [0, probe_kind],
         "expected the first request {when} to go as the probe, got {probe:?}"
     );
     held(&state.admit(&[]).await, 2, 2_000);
@@ -314,9 +314,9 @@ async fn one_probe_then_the_rest(state: &mut State, when: &str) {
     );
 }
 
-/// Issue 21, item 4: a state lost in Redis (evicted, flushed, restarted without persistence)
-/// reads as unknown to an instance that saw it, never as a fresh budget: one request probes
-/// and the others wait for its answer, whether the service meters the key or not.
+/// A state lost in Redis (evicted, flushed, restarted without persistence) reads as unknown to
+/// an instance that saw it, never as a fresh budget: one request probes, told the state was
+/// lost, and the others wait for its answer, whether the service meters the key or not.
 #[tokio::test]
 async fn a_lost_state_reads_as_unknown_to_an_instance_that_saw_it() {
     let server = RedisServer::start();
@@ -326,7 +326,8 @@ async fn a_lost_state_reads_as_unknown_to_an_instance_that_saw_it() {
         // A 429, then the state is lost.
         state.report("30000", &[]).await;
         state.clear().await;
-        one_probe_then_the_rest(&mut state, &format!("after the loss (metered: {metered})")).await;
+        let when = format!("after the loss (metered: {metered})");
+        one_probe_then_the_rest(&mut state, &when, 2).await;
         state.clear().await;
     }
     // An instance that never saw the state finds a new one: unmetered, it goes at once.

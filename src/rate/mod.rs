@@ -174,13 +174,13 @@ impl RateLimiter {
         self.shared.lock().latest
     }
 
-    /// How many instances are seen spending the key's budget, and whether the fleet's shared
-    /// state answered last (`None` without one).
+    /// How many instances are seen spending the key's budget, whether the fleet's shared
+    /// state answered last (`None` without one), and how many times it lost the state.
     #[cfg(feature = "metrics")]
-    pub(crate) fn fleet(&self) -> (f64, Option<bool>) {
+    pub(crate) fn fleet(&self) -> (f64, Option<bool>, u64) {
         let state = self.shared.lock();
         let live = self.store.as_ref().map(|_| state.store.live);
-        (state.budgets.instances(), live)
+        (state.budgets.instances(), live, state.store.lost_total)
     }
 
     /// Waits, first in first out, until a request may be sent, and says how long it waited
@@ -363,9 +363,13 @@ impl RateLimiter {
             match verdict {
                 Some(Verdict::Go {
                     probe,
+                    lost,
                     admitted,
                     lease,
                 }) if !quiet_since => {
+                    if lost {
+                        state.store.lost(asked);
+                    }
                     permit.fleet.probe = probe;
                     permit.fleet.admitted = admitted;
                     self.take_lease(&mut state, link, lease, admitted, ask.metered, asked);
@@ -583,7 +587,9 @@ impl State {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            instances: if self.store.live {
+            // A store that answers counts every instance exactly, unless it lost the state
+            // lately: then, as without one, this process counts the others itself.
+            instances: if self.store.live && !self.store.lost_lately(now) {
                 1.0
             } else {
                 self.budgets.instances()

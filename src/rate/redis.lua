@@ -53,8 +53,9 @@
 -- for each window (leased: when the last lease taken from it ends; by and at: the admission
 -- whose report opened it, and what that report had left).
 --
--- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe (seq: the admission
--- number), {1, ms} hold for the cooldown,
+-- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe, {0, 2, seq} go as the
+-- probe of a state this instance saw and Redis lost (seq: the admission number), {1, ms} hold
+-- for the cooldown,
 -- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
 -- Asked for more than one request, a go is {0, probe, first, granted, ms, last, period...}:
 -- admissions first to first + granted - 1 (this request and a lease of the rest), to be spent
@@ -92,7 +93,8 @@ local fields = redis.call('HGETALL', key)
 -- without persistence, a failover to a replica that lagged, or expired while unused): what it
 -- held, a cooldown or a spent budget, is unknown, never a fresh budget. As after a quiet, one
 -- request probes and the others wait for its answer, whether the budgets are spent or not.
-if #fields == 0 and ARGV[5] == '1' then
+local lost = #fields == 0 and ARGV[5] == '1'
+if lost then
   half = 1
 end
 for i = 1, #fields, 2 do
@@ -267,7 +269,7 @@ if ARGV[1] == 'admit' then
     verdict = { 0, 0, first }
     if unknown then
       probe = now + clamp(ARGV[3], 0, YEAR)
-      verdict = { 0, 1, first }
+      verdict = { 0, lost and 2 or 1, first }
     end
     if metered then
       for _, w in ipairs(windows) do

@@ -371,7 +371,8 @@ impl Store for RedisStore {
             let wait = Duration::from_millis(count(n));
             Ok(match verdict {
                 0 => Verdict::Go {
-                    probe: n == 1,
+                    probe: n >= 1,
+                    lost: n == 2,
                     admitted: count(admitted),
                     lease,
                 },

@@ -74,6 +74,8 @@ pub(crate) enum Verdict {
     /// more than one request, is what the store granted with it.
     Go {
         probe: bool,
+        /// The state this instance saw was lost (evicted, flushed, a failover): it probes.
+        lost: bool,
         admitted: u64,
         lease: Option<Grant>,
     },
@@ -94,6 +96,13 @@ pub(crate) struct Exchange {
     pub(crate) live: bool,
     /// The store has answered an admission: a state it no longer holds was lost.
     pub(crate) seen: bool,
+    /// When the store last said it lost the state, and when that was last logged.
+    pub(crate) lost: Option<Instant>,
+    lost_logged: Option<Instant>,
+    /// Losses since the last log line.
+    losses: u64,
+    /// Losses in all.
+    pub(crate) lost_total: u64,
     /// The last lease granted, spent or not.
     pub(crate) lease: Option<Lease>,
     /// A request asks the store for a lease: the others ask for themselves meanwhile, so
@@ -101,7 +110,40 @@ pub(crate) struct Exchange {
     pub(crate) leasing: bool,
 }
 
+/// How long after the store last lost the state this process's own discipline counts the
+/// others as if there were no store, and the least time between two log lines of losses.
+pub(crate) const LOST_FOR: Duration = Duration::from_secs(60);
+
 impl Exchange {
+    /// The store lost the state at `now`: once a minute at most, a WARN says so and what to
+    /// change.
+    pub(crate) fn lost(&mut self, now: Instant) {
+        self.lost = Some(now);
+        self.losses += 1;
+        self.lost_total += 1;
+        if self
+            .lost_logged
+            .is_some_and(|logged| now.saturating_duration_since(logged) < LOST_FOR)
+        {
+            return;
+        }
+        self.lost_logged = Some(now);
+        let losses = std::mem::take(&mut self.losses);
+        tracing::warn!(
+            losses,
+            "Redis lost the shared rate-limit state ({losses} times in the last minute at \
+             most): evicted, flushed, or a failover to a replica that lagged; each instance \
+             goes on counting the others itself meanwhile; set maxmemory-policy to \
+             noeviction, or give the state a Redis of its own"
+        );
+    }
+
+    /// Whether the store lost the state within [`LOST_FOR`] of `now`: it may lose it again.
+    pub(crate) fn lost_lately(&self, now: Instant) -> bool {
+        self.lost
+            .is_some_and(|at| now.saturating_duration_since(at) < LOST_FOR)
+    }
+
     /// How many requests to ask the store for: one while a lease is asked for, and while
     /// there is no last lease to size the next by.
     pub(crate) fn want(&self, now: Instant) -> u64 {
