@@ -3,12 +3,14 @@
 //! them is decided above, in `rate` and `retry`.
 
 mod deprecation;
+mod head;
 mod quota;
 mod retry_after;
 
 use http::{HeaderMap, HeaderName};
 
 pub use deprecation::Deprecation;
+pub(crate) use head::Head;
 pub use quota::Quota;
 pub(crate) use quota::{QuotaReading, ResetGiven};
 pub(crate) use retry_after::{Quiet, quiet, retry_after};

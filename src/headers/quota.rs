@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use super::head::{Field, Head};
 use super::{parse_digit_bytes, parse_digits, single};
 use crate::clock::ServerTime;
 
@@ -82,11 +83,15 @@ impl Quota {
     /// A reset far below the service's current Unix time cannot be the end of a window in
     /// force: it is read as seconds until the reset. A `remaining` above the limit is read as
     /// the limit.
-    pub(crate) fn read(headers: &HeaderMap, server: &ServerTime) -> QuotaReading {
-        let fields = [&LIMIT, &REMAINING, &RESET];
-        if fields.iter().any(|name| headers.contains_key(*name)) {
-            return readable(Self::from_fields(headers, fields, server));
+    pub(crate) fn read(head: &Head<'_>, server: &ServerTime) -> QuotaReading {
+        let fields = [head.limit, head.remaining, head.reset];
+        if fields.iter().any(|field| field.is_present()) {
+            return readable(Self::from_x_fields(head, server));
         }
+        if !head.ietf {
+            return QuotaReading::Absent;
+        }
+        let headers = head.map();
         if headers.contains_key(&IETF) {
             return readable(Self::from_ietf(headers, server));
         }
@@ -95,6 +100,14 @@ impl Quota {
             return readable(Self::from_fields(headers, fields, server));
         }
         QuotaReading::Absent
+    }
+
+    /// The `X-RateLimit-*` fields, as [`from_fields`](Self::from_fields) reads them.
+    fn from_x_fields(head: &Head<'_>, server: &ServerTime) -> Option<(Self, ResetGiven)> {
+        let limit = most_careful_in(head, head.limit, &LIMIT, u64::min)?;
+        let remaining = most_careful_in(head, head.remaining, &REMAINING, u64::min)?;
+        let reset = most_careful_in(head, head.reset, &RESET, u64::max)?;
+        Self::resolved(limit, remaining, reset, server)
     }
 
     /// Three fields of decimal integers (a policy after `;` in the IETF limit field is
@@ -232,6 +245,20 @@ fn most_careful<'h>(
     folded
 }
 
+/// [`most_careful`] of one of `head`'s fields, named `name`: a field given once is read
+/// without looking it up again.
+fn most_careful_in(
+    head: &Head<'_>,
+    field: Field<'_>,
+    name: &HeaderName,
+    careful: fn(u64, u64) -> u64,
+) -> Option<u64> {
+    match field.single() {
+        Some(line) => fold_line(line.as_bytes(), careful, None),
+        None => most_careful(head.map().get_all(name), careful),
+    }
+}
+
 /// One line of a field folded into `folded`: its comma-separated items, each read up to a `;`
 /// and trimmed, as strict digits; `None` when the line is not text (`HeaderValue::to_str`) or
 /// an item is not digits. Read as bytes: every response has three such lines, and splitting
@@ -286,7 +313,7 @@ mod tests {
     }
 
     fn reading(headers: &HeaderMap) -> QuotaReading {
-        Quota::read(headers, &server())
+        Quota::read(&Head::of(headers), &server())
     }
 
     fn at(unix: i64) -> DateTime<Utc> {
