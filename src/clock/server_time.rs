@@ -66,6 +66,18 @@ impl ServerTime {
         self.instant_reading(unix, self.unix - self.may_lag)
     }
 
+    /// [`instant_of`](Self::instant_of) and [`latest_instant_of`](Self::latest_instant_of)
+    /// `unix` together: one instant, placed once, unless a `Date` may have moved the reading
+    /// forward, as it has not on most answers.
+    pub(crate) fn instants_of(&self, unix: i64) -> (Instant, Instant) {
+        let at = self.instant_of(unix);
+        if self.may_lag > 0.0 {
+            (at, self.latest_instant_of(unix))
+        } else {
+            (at, at)
+        }
+    }
+
     /// The local instant at which the service's clock reads `unix` seconds, if it read `now`
     /// at `at`.
     fn instant_reading(&self, unix: i64, now: f64) -> Instant {

@@ -205,10 +205,11 @@ impl RateLimiter {
                 None => Some(permit),
             };
             if let Some(mut permit) = permit {
+                // The last hold ended where the process admitted it, as it handed it out.
+                let now = Instant::now();
                 permit.handed_out = true;
-                permit.sent_at = Instant::now();
-                // The last hold ended where the process admitted it.
-                return Ok((permit, holds.end(Instant::now())));
+                permit.sent_at = now;
+                return Ok((permit, holds.end(now)));
             }
         }
     }
@@ -867,11 +868,11 @@ impl Permit<'_> {
         urgent: bool,
     ) -> Read {
         let mut read = Read::default();
-        let reset_at = server.instant_of(quota.reset.timestamp());
+        let (reset_at, latest) = server.instants_of(quota.reset.timestamp());
         // A reset in seconds from now is placed from the answer's arrival, whatever
         // clock wrote its `Date`.
         let latest_end = match given {
-            ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
+            ResetGiven::At => latest,
             ResetGiven::In => reset_at,
         };
         let own = state.own(self.sent_at);
