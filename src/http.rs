@@ -18,7 +18,7 @@ use crate::call_info::{CallInfo, HoldCause};
 use crate::client::PetStoreClient;
 use crate::clock;
 use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
-use crate::headers::Deprecation;
+use crate::headers::{Deprecation, Head};
 use crate::rate::{HeadReport, Held, HeldBy, Hold, Permit, Waited};
 use crate::response::Response;
 use crate::retry::{Action, Failure, RetryPolicy, classify_failure, classify_status};
@@ -63,6 +63,7 @@ struct Exchange {
     body: Bytes,
     truncated: bool,
     report: HeadReport,
+    deprecation: Option<Deprecation>,
 }
 
 /// Error bodies are only read for their error object or a snippet; more is not needed.
@@ -263,11 +264,11 @@ impl PetStoreClient {
                 }
             };
             let status = response.status();
-            let report = permit
-                .at_head(status, response.headers(), Instant::now(), &|n| {
-                    policy.step(n)
-                })
-                .await;
+            let at = Instant::now();
+            // One pass over the headers finds every field the client reads.
+            let head = Head::of(response.headers());
+            let report = permit.at_head(status, &head, at, &|n| policy.step(n)).await;
+            let deprecation = Deprecation::from_head(&head);
             let headers = std::mem::take(response.headers_mut());
             let (body, truncated) = if status.is_success() {
                 let cap = inner.max_response_body;
@@ -292,6 +293,7 @@ impl PetStoreClient {
                 body,
                 truncated,
                 report,
+                deprecation,
             })
         };
         match inner.attempt_timeout {
@@ -339,7 +341,7 @@ impl PetStoreClient {
             ));
         }
         let value = value(exchange.status, &exchange.body)?;
-        let deprecation = Deprecation::from_headers(&exchange.headers);
+        let deprecation = exchange.deprecation;
         if let Some(notice) = &deprecation {
             self.warn_deprecated_once(operation, notice);
         }

@@ -229,17 +229,18 @@ pub mod __private {
                 map.append(name, value);
             }
         }
+        let head = crate::headers::Head::of(&map);
         let server = crate::clock::ServerTime::of_response(
-            &map,
+            head.date.first(),
             tokio::time::Instant::now(),
             &crate::clock::Clock::new(),
         );
-        let quota = crate::headers::Quota::read(&map, &server).quota();
-        let retry_after = crate::headers::retry_after(&map, &server);
+        let quota = crate::headers::Quota::read(&head, &server).quota();
+        let retry_after = crate::headers::retry_after(&head, &server);
         if let Some(quota) = quota {
             let _ = server.instant_of(quota.reset.timestamp());
         }
-        let _ = crate::headers::Deprecation::from_headers(&map);
+        let _ = crate::headers::Deprecation::from_head(&head);
         let _ = crate::error::ApiError::from_response(
             ::http::StatusCode::TOO_MANY_REQUESTS,
             headers,
@@ -334,9 +335,12 @@ pub mod __private {
                     }
                 }
                 let report = permit
-                    .at_head(status, &map, tokio::time::Instant::now(), &|n| {
-                        policy.step(n)
-                    })
+                    .at_head(
+                        status,
+                        &crate::headers::Head::of(&map),
+                        tokio::time::Instant::now(),
+                        &|n| policy.step(n),
+                    )
                     .await;
                 run.heads.push(HeadTaken {
                     quota: report.quota,

@@ -9,8 +9,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::DATE;
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 use tokio::time::Instant;
 
 use super::{self as clock, Clock};
@@ -37,9 +36,8 @@ impl ServerTime {
     /// `Date` has one-second resolution and is truncated, so the service's clock read somewhere
     /// in `[Date, Date + 1 s)` when the head left; taking `Date` itself places every later
     /// server instant at its latest possible local instant: waits come late, never early.
-    pub(crate) fn of_response(headers: &HeaderMap, at: Instant, local: &Clock) -> Self {
-        let date = headers
-            .get(DATE)
+    pub(crate) fn of_response(date: Option<&HeaderValue>, at: Instant, local: &Clock) -> Self {
+        let date = date
             .and_then(|value| value.to_str().ok())
             .and_then(|value| httpdate::parse_http_date(value.trim()).ok())
             .and_then(|date| date.duration_since(UNIX_EPOCH).ok());
@@ -66,6 +64,18 @@ impl ServerTime {
     /// forward may have come from a backend a second ahead.
     pub(crate) fn latest_instant_of(&self, unix: i64) -> Instant {
         self.instant_reading(unix, self.unix - self.may_lag)
+    }
+
+    /// [`instant_of`](Self::instant_of) and [`latest_instant_of`](Self::latest_instant_of)
+    /// `unix` together: one instant, placed once, unless a `Date` may have moved the reading
+    /// forward, as it has not on most answers.
+    pub(crate) fn instants_of(&self, unix: i64) -> (Instant, Instant) {
+        let at = self.instant_of(unix);
+        if self.may_lag > 0.0 {
+            (at, self.latest_instant_of(unix))
+        } else {
+            (at, at)
+        }
     }
 
     /// The local instant at which the service's clock reads `unix` seconds, if it read `now`
@@ -183,17 +193,23 @@ pub(crate) struct ServerClock {
 }
 
 impl ServerClock {
-    /// The service's time at `at`, the instant a response with `headers` arrived.
-    pub(crate) fn read(&mut self, headers: &HeaderMap, at: Instant, local: &Clock) -> ServerTime {
-        let Some(date) = headers.get(DATE) else {
-            return ServerTime::of_response(headers, at, local);
+    /// The service's time at `at`, the instant a response with `date` (its first `Date`)
+    /// arrived.
+    pub(crate) fn read(
+        &mut self,
+        date: Option<&HeaderValue>,
+        at: Instant,
+        local: &Clock,
+    ) -> ServerTime {
+        let Some(date) = date else {
+            return ServerTime::of_response(None, at, local);
         };
         let seen = self.last_date.as_ref().is_some_and(|(value, first)| {
             value == date && at.saturating_duration_since(*first) < Duration::from_secs(1)
         });
         if !seen {
             self.last_date = Some((date.clone(), at));
-            let reading = ServerTime::of_response(headers, at, local);
+            let reading = ServerTime::of_response(Some(date), at, local);
             self.best = Some(match self.best {
                 Some(best) => self.keep_or_replace(best, reading),
                 None => {
@@ -217,7 +233,7 @@ impl ServerClock {
                     may_lag: (unix - behind.predict(at)).max(0.0),
                 }
             }
-            None => ServerTime::of_response(headers, at, local),
+            None => ServerTime::of_response(Some(date), at, local),
         }
     }
 
@@ -283,12 +299,9 @@ impl ServerClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
-    fn with_date(date: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(DATE, HeaderValue::from_str(date).unwrap());
-        headers
+    fn with_date(date: &str) -> HeaderValue {
+        HeaderValue::from_str(date).unwrap()
     }
 
     // 2026-11-22T12:00:00Z
@@ -298,8 +311,11 @@ mod tests {
     async fn a_reset_is_placed_by_the_date_header_whatever_the_local_clock_says() {
         let local = Clock::new();
         let at = Instant::now();
-        let server =
-            ServerTime::of_response(&with_date("Sun, 22 Nov 2026 12:00:00 GMT"), at, &local);
+        let server = ServerTime::of_response(
+            Some(&with_date("Sun, 22 Nov 2026 12:00:00 GMT")),
+            at,
+            &local,
+        );
         assert_eq!(server.instant_of(NOON + 30), at + Duration::from_secs(30));
         assert_eq!(server.instant_of(NOON - 30), at, "a past reset is now");
         assert_eq!(
@@ -314,7 +330,7 @@ mod tests {
     async fn without_a_date_the_local_clock_is_used_and_there_is_no_offset() {
         let local = Clock::new();
         let at = Instant::now();
-        let server = ServerTime::of_response(&HeaderMap::new(), at, &local);
+        let server = ServerTime::of_response(None, at, &local);
         let now = local.unix_at(at);
         let reset = now.ceil() as i64 + 10;
         let expected = Duration::from_secs_f64(reset as f64 - now);
@@ -322,7 +338,7 @@ mod tests {
         assert!(got.abs_diff(expected) < Duration::from_millis(1), "{got:?}");
         assert_eq!(server.offset(&local), None);
         for bad in ["yesterday", "", "Sun, 22 Nov 2026 25:00:00 GMT"] {
-            let server = ServerTime::of_response(&with_date(bad), at, &local);
+            let server = ServerTime::of_response(Some(&with_date(bad)), at, &local);
             assert!((server.unix - now).abs() < 0.001, "{bad:?}");
             assert_eq!(server.offset(&local), None, "{bad:?}");
         }
@@ -349,34 +365,34 @@ mod tests {
         let noon = with_date("Sun, 22 Nov 2026 12:00:00 GMT");
         let second = with_date("Sun, 22 Nov 2026 12:00:01 GMT");
         assert_close(
-            clock.read(&noon, t0, &local).instant_of(NOON + 3),
+            clock.read(Some(&noon), t0, &local).instant_of(NOON + 3),
             t0 + ms(3_000),
         );
         // 0.4 s later the service reads NOON + 1.1 s: the next second, seen 0.1 s after it
         // began; every later placement is 0.1 s late instead of 0.7 s.
         let t1 = t0 + ms(400);
         assert_close(
-            clock.read(&second, t1, &local).instant_of(NOON + 3),
+            clock.read(Some(&second), t1, &local).instant_of(NOON + 3),
             t1 + ms(2_000),
         );
         // A later answer of that second is a looser bound than the reading kept.
         let t2 = t0 + ms(800);
         assert_close(
-            clock.read(&second, t2, &local).instant_of(NOON + 3),
+            clock.read(Some(&second), t2, &local).instant_of(NOON + 3),
             t1 + ms(2_000),
         );
         // Seen 0.2 s into the next second: the reading kept is still the closer bound.
         let t3 = t0 + ms(1_500);
         let late = with_date("Sun, 22 Nov 2026 12:00:02 GMT");
         assert_close(
-            clock.read(&late, t3, &local).instant_of(NOON + 3),
+            clock.read(Some(&late), t3, &local).instant_of(NOON + 3),
             t1 + ms(2_000),
         );
         // The service's clock stepped back by 5 s: the new reading wins at once.
         let t4 = t0 + ms(1_600);
         let back = with_date("Sun, 22 Nov 2026 11:59:57 GMT");
         assert_close(
-            clock.read(&back, t4, &local).instant_of(NOON + 3),
+            clock.read(Some(&back), t4, &local).instant_of(NOON + 3),
             t4 + ms(6_000),
         );
     }
@@ -393,8 +409,10 @@ mod tests {
         let behind = with_date("Sun, 22 Nov 2026 12:00:00 GMT");
         let ahead = |second: u32| with_date(&format!("Sun, 22 Nov 2026 12:00:{second:02} GMT"));
         #[track_caller]
-        fn end(clock: &mut ServerClock, headers: &HeaderMap, at: Instant) -> Instant {
-            clock.read(headers, at, &Clock::new()).instant_of(NOON + 60)
+        fn end(clock: &mut ServerClock, date: &HeaderValue, at: Instant) -> Instant {
+            clock
+                .read(Some(date), at, &Clock::new())
+                .instant_of(NOON + 60)
         }
         assert_close(end(&mut clock, &behind, t0), t0 + ms(60_000));
         let t1 = t0 + ms(100);
@@ -441,7 +459,7 @@ mod tests {
             let date =
                 httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(reads.floor() as u64));
             let end = clock
-                .read(&with_date(&date), at, &local)
+                .read(Some(&with_date(&date)), at, &local)
                 .instant_of(NOON + 60);
             // The minute ends at t0 + 59.95 s by the limiter's clock.
             assert!(
@@ -470,8 +488,8 @@ mod tests {
         // backend ahead shows NOON + 3 s.
         let mut clock = ServerClock::default();
         let t0 = Instant::now();
-        clock.read(&date(NOON as f64), t0, &local);
-        let server = clock.read(&date(NOON as f64 + 3.0), t0 + ms(2_088), &local);
+        clock.read(Some(&date(NOON as f64)), t0, &local);
+        let server = clock.read(Some(&date(NOON as f64 + 3.0)), t0 + ms(2_088), &local);
         let end = t0 + ms(59_990);
         assert!(server.instant_of(NOON + 60) < end - ms(800));
         assert!(server.latest_instant_of(NOON + 60) >= end);
@@ -500,7 +518,7 @@ mod tests {
                 }
                 let reads = limiter + if ahead { 1.0 } else { 0.0 };
                 let latest = clock
-                    .read(&date(reads), at, &local)
+                    .read(Some(&date(reads)), at, &local)
                     .latest_instant_of(NOON + 60);
                 // The minute ends when the limiter's clock reads NOON + 60.
                 let end = t0 + Duration::from_secs_f64(60.0 - start);
@@ -526,11 +544,11 @@ mod tests {
         let t0 = Instant::now();
         // The limiter reads NOON + 0.5 s at t0, the backend ahead NOON + 1.5 s.
         let date = with_date("Sun, 22 Nov 2026 12:00:01 GMT");
-        let early = clock.read(&date, t0, &local).instant_of(NOON + 60);
+        let early = clock.read(Some(&date), t0, &local).instant_of(NOON + 60);
         assert_eq!(early, t0 + Duration::from_millis(59_000));
         // A second later the backend behind, on the limiter's clock, shows the same value.
         let later = t0 + Duration::from_secs(1);
-        let end = clock.read(&date, later, &local).instant_of(NOON + 60);
+        let end = clock.read(Some(&date), later, &local).instant_of(NOON + 60);
         assert!(
             end >= t0 + Duration::from_millis(59_500),
             "the end placed {:?} before the limiter's",
@@ -542,8 +560,11 @@ mod tests {
     async fn far_timestamps_saturate() {
         let local = Clock::new();
         let at = Instant::now();
-        let server =
-            ServerTime::of_response(&with_date("Sun, 22 Nov 2026 12:00:00 GMT"), at, &local);
+        let server = ServerTime::of_response(
+            Some(&with_date("Sun, 22 Nov 2026 12:00:00 GMT")),
+            at,
+            &local,
+        );
         assert!(server.instant_of(i64::MAX) > at + Duration::from_secs(86_400 * 365));
         assert_eq!(server.instant_of(i64::MIN), at);
     }

@@ -1,12 +1,9 @@
 //! The `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) response headers.
 
 use chrono::{DateTime, Utc};
-use http::{HeaderMap, HeaderName};
 
+use super::head::Head;
 use super::parse_digits;
-
-const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
-const SUNSET: HeaderName = HeaderName::from_static("sunset");
 
 /// The service's notice that an operation is deprecated, from the `Deprecation` (RFC 9745)
 /// and `Sunset` (RFC 8594) response headers.
@@ -51,9 +48,9 @@ impl Deprecation {
         }
     }
 
-    pub(crate) fn from_headers(headers: &HeaderMap) -> Option<Self> {
-        let deprecation = headers.get(&DEPRECATION);
-        let sunset = headers.get(&SUNSET);
+    pub(crate) fn from_head(head: &Head<'_>) -> Option<Self> {
+        let deprecation = head.deprecation.first();
+        let sunset = head.sunset.first();
         if deprecation.is_none() && sunset.is_none() {
             return None;
         }
@@ -87,7 +84,7 @@ fn parse_http_date(value: &str) -> Option<DateTime<Utc>> {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use http::HeaderValue;
+    use http::{HeaderMap, HeaderValue};
     use proptest::prelude::*;
 
     fn notice(deprecation: Option<&str>, sunset: Option<&str>) -> Option<Deprecation> {
@@ -98,7 +95,7 @@ mod tests {
         if let Some(value) = sunset {
             headers.insert("sunset", HeaderValue::from_str(value).unwrap());
         }
-        Deprecation::from_headers(&headers)
+        Deprecation::from_head(&Head::of(&headers))
     }
 
     #[test]

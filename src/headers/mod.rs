@@ -3,12 +3,14 @@
 //! them is decided above, in `rate` and `retry`.
 
 mod deprecation;
+mod head;
 mod quota;
 mod retry_after;
 
 use http::{HeaderMap, HeaderName};
 
 pub use deprecation::Deprecation;
+pub(crate) use head::Head;
 pub use quota::Quota;
 pub(crate) use quota::{QuotaReading, ResetGiven};
 pub(crate) use retry_after::{Quiet, quiet, retry_after};
@@ -26,11 +28,29 @@ pub(crate) fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'
 /// Strict decimal digits, the one integer syntax HTTP headers use: `u64::from_str` would also
 /// take a leading `+`. `None` when the value is not digits or does not fit.
 pub(crate) fn parse_digits(value: &str) -> Option<u64> {
-    if is_digits(value) {
-        value.parse().ok()
-    } else {
-        None
+    parse_digit_bytes(value.as_bytes())
+}
+
+/// [`parse_digits`] of bytes.
+pub(crate) fn parse_digit_bytes(value: &[u8]) -> Option<u64> {
+    if value.is_empty() {
+        return None;
     }
+    // Nineteen digits never overflow a `u64`; more may.
+    let short = value.len() <= 19;
+    let mut parsed: u64 = 0;
+    for &byte in value {
+        let digit = u64::from(byte.wrapping_sub(b'0'));
+        if digit > 9 {
+            return None;
+        }
+        parsed = if short {
+            parsed * 10 + digit
+        } else {
+            parsed.checked_mul(10)?.checked_add(digit)?
+        };
+    }
+    Some(parsed)
 }
 
 pub(crate) fn is_digits(value: &str) -> bool {
@@ -63,5 +83,36 @@ mod testing {
     /// The service's clock reads `now()`.
     pub(super) fn server() -> ServerTime {
         ServerTime::at_unix(now().timestamp(), tokio::time::Instant::now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn digits_up_to_the_largest_u64_whatever_the_leading_zeros() {
+        let cases = [
+            ("18446744073709551615", Some(u64::MAX)),
+            ("000000000000000000000018446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("9999999999999999999", Some(9_999_999_999_999_999_999)),
+            ("0000000000000000000000", Some(0)),
+            ("", None),
+            ("+1", None),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(parse_digits(value), expected, "{value:?}");
+        }
+    }
+
+    proptest! {
+        /// Digits read as `u64::from_str` reads them, without its leading `+`.
+        #[test]
+        fn digits_parse_as_from_str_without_a_sign(value in "[0-9]{0,25}|\\+?[0-9]{1,3}|\\PC{0,8}") {
+            let expected = if is_digits(&value) { value.parse().ok() } else { None };
+            prop_assert_eq!(parse_digits(&value), expected);
+        }
     }
 }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
+use super::head::Head;
 use super::{is_digits, parse_digits};
 use crate::clock::ServerTime;
 
@@ -14,12 +14,8 @@ use crate::clock::ServerTime;
 ///
 /// Read so as never to shorten the wait: seconds too large for a `u64` saturate, and a decimal
 /// (`1.5`, which the RFC does not allow but servers send) rounds up.
-pub(crate) fn retry_after(headers: &HeaderMap, server: &ServerTime) -> Option<Duration> {
-    let mut values = headers.get_all(RETRY_AFTER).iter();
-    let value = values.next()?.to_str().ok()?.trim();
-    if values.next().is_some() {
-        return None;
-    }
+pub(crate) fn retry_after(head: &Head<'_>, server: &ServerTime) -> Option<Duration> {
+    let value = head.retry_after.single()?.to_str().ok()?.trim();
     parse_retry_after(value, server)
 }
 
@@ -114,19 +110,17 @@ mod tests {
             ("soon", None),
             ("", None),
         ];
+        let read = |map: &http::HeaderMap| retry_after(&Head::of(map), &server());
         for (value, expected) in cases {
             assert_eq!(
-                retry_after(&headers(&[("Retry-After", value)]), &server()),
+                read(&headers(&[("Retry-After", value)])),
                 expected,
                 "{value:?}"
             );
         }
-        assert_eq!(retry_after(&HeaderMap::new(), &server()), None);
+        assert_eq!(read(&http::HeaderMap::new()), None);
         assert_eq!(
-            retry_after(
-                &headers(&[("Retry-After", "1"), ("Retry-After", "2")]),
-                &server()
-            ),
+            read(&headers(&[("Retry-After", "1"), ("Retry-After", "2")])),
             None
         );
     }

@@ -172,6 +172,8 @@ pub(crate) struct Span {
 }
 
 /// What is known of the budget at one instant.
+// Made and read on the stack at each admission: boxing its windows would allocate again.
+#[expect(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Known {
     /// Nothing, or a window's period has ended: one request goes to find out (rule P).
@@ -184,9 +186,53 @@ pub(crate) enum Known {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Budget {
-    pub(crate) windows: Vec<WindowLeft>,
+    pub(crate) windows: WindowsLeft,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`), until then.
     pub(crate) zero_limit: Option<Instant>,
+}
+
+/// The windows of a [`Budget`], kept inline: a budget is made for every request admitted, and
+/// a `Vec` of them allocated and freed each time cost as much as the rules that read it.
+#[derive(Clone, Copy)]
+pub(crate) struct WindowsLeft {
+    len: usize,
+    windows: [WindowLeft; MAX_WINDOWS],
+}
+
+impl WindowsLeft {
+    const NONE: Self = Self {
+        len: 0,
+        windows: [WindowLeft {
+            remaining: 0,
+            ends: None,
+        }; MAX_WINDOWS],
+    };
+
+    /// Adds a window; there are never more than [`MAX_WINDOWS`].
+    fn push(&mut self, window: WindowLeft) {
+        self.windows[self.len] = window;
+        self.len += 1;
+    }
+}
+
+impl std::ops::Deref for WindowsLeft {
+    type Target = [WindowLeft];
+
+    fn deref(&self) -> &[WindowLeft] {
+        &self.windows[..self.len]
+    }
+}
+
+impl PartialEq for WindowsLeft {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for WindowsLeft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 impl Budget {
@@ -405,21 +451,24 @@ impl Budgets {
                 answers => Known::Unreported(answers),
             };
         }
-        let windows = self.windows.iter().map(|w| WindowLeft {
-            remaining: w.remaining,
-            ends: w.ends.map(|ends| Span {
-                reopens: reopens(ends),
-                reset_at: ends.at,
-                projected: if alone {
-                    w.remaining as f64
-                } else {
-                    w.projected(ends, now)
-                },
-            }),
-        });
+        let mut windows = WindowsLeft::NONE;
+        for w in &self.windows {
+            windows.push(WindowLeft {
+                remaining: w.remaining,
+                ends: w.ends.map(|ends| Span {
+                    reopens: reopens(ends),
+                    reset_at: ends.at,
+                    projected: if alone {
+                        w.remaining as f64
+                    } else {
+                        w.projected(ends, now)
+                    },
+                }),
+            });
+        }
         let zero_limit = self.windows.iter().filter(|w| w.limit == 0);
         Known::Budget(Budget {
-            windows: windows.collect(),
+            windows,
             zero_limit: zero_limit.filter_map(|w| w.ends).map(reopens).max(),
         })
     }

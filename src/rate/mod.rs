@@ -33,14 +33,13 @@ pub(crate) use lock::lock;
 use std::task::Poll;
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use url::Url;
 
 use crate::clock::{self, Clock, ServerClock, ServerTime};
-use crate::headers::{self, Quiet, Quota, QuotaReading, ResetGiven};
+use crate::headers::{self, Head, Quiet, Quota, QuotaReading, ResetGiven};
 use budget::{Budgets, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
@@ -206,10 +205,11 @@ impl RateLimiter {
                 None => Some(permit),
             };
             if let Some(mut permit) = permit {
+                // The last hold ended where the process admitted it, as it handed it out.
+                let now = Instant::now();
                 permit.handed_out = true;
-                permit.sent_at = Instant::now();
-                // The last hold ended where the process admitted it.
-                return Ok((permit, holds.end(Instant::now())));
+                permit.sent_at = now;
+                return Ok((permit, holds.end(now)));
             }
         }
     }
@@ -727,12 +727,12 @@ impl Permit<'_> {
     pub(crate) async fn at_head(
         self,
         status: StatusCode,
-        headers: &HeaderMap,
+        head: &Head<'_>,
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> HeadReport {
         let store = self.fleet.link;
-        let (head, tell) = self.settle(status, headers, at, backoff);
+        let (said, tell) = self.settle(status, head, at, backoff);
         if let (Some(link), Some((report, outcome))) = (store, tell) {
             if outcome == Outcome::Nothing {
                 let (store, name) = (Arc::clone(&link.store), link.name.clone());
@@ -743,14 +743,14 @@ impl Permit<'_> {
                     .await;
             }
         }
-        head
+        said
     }
 
     /// [`at_head`](Self::at_head) in this process; what to tell the fleet at once, if anything.
     fn settle(
         mut self,
         status: StatusCode,
-        headers: &HeaderMap,
+        head: &Head<'_>,
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
@@ -761,16 +761,14 @@ impl Permit<'_> {
         let mut length = None;
         let (wake, retry_after, quiet, urgent, quota, clock_offset, quiet_until) = {
             let mut state = shared.lock();
-            let server = state.server_clock.read(headers, at, &shared.clock);
+            let server = state
+                .server_clock
+                .read(head.date.first(), at, &shared.clock);
             // Without `Date` the reading is the local clock's own: no offset.
             let clock_offset = server.offset(&shared.clock);
-            let reading = Quota::read(headers, &server);
+            let reading = Quota::read(head, &server);
             let quota = reading.quota();
-            let retry_after = if headers.contains_key(RETRY_AFTER) {
-                headers::retry_after(headers, &server)
-            } else {
-                None
-            };
+            let retry_after = headers::retry_after(head, &server);
             let quiet = headers::quiet(status, retry_after);
             let urgent = self.fleet.link.is_some() && (self.fleet.probe || quiet.is_some());
             match reading {
@@ -876,11 +874,11 @@ impl Permit<'_> {
         urgent: bool,
     ) -> Read {
         let mut read = Read::default();
-        let reset_at = server.instant_of(quota.reset.timestamp());
+        let (reset_at, latest) = server.instants_of(quota.reset.timestamp());
         // A reset in seconds from now is placed from the answer's arrival, whatever
         // clock wrote its `Date`.
         let latest_end = match given {
-            ResetGiven::At => server.latest_instant_of(quota.reset.timestamp()),
+            ResetGiven::At => latest,
             ResetGiven::In => reset_at,
         };
         let own = state.own(self.sent_at);
