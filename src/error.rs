@@ -436,6 +436,26 @@ impl Error {
         matches!(self, Self::Connect(_)) || self.timeout_kind() == Some(TimeoutKind::Connect)
     }
 
+    /// Whether the network failed the call: no connection could be made, the connection
+    /// failed, or a timeout fired. One test for a "network" message.
+    ///
+    /// ```
+    /// # async fn run(client: petstore_client::PetStoreClient) {
+    /// match client.list_pets().send().await {
+    ///     Err(error) if error.is_network() => eprintln!("network trouble: {error}"),
+    ///     Err(error) => eprintln!("{error}"),
+    ///     Ok(pets) => println!("{} pets", pets.len()),
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn is_network(&self) -> bool {
+        matches!(
+            self,
+            Self::Connect(_) | Self::Connection(_) | Self::Timeout(_)
+        )
+    }
+
     /// Whether a successful response could not be decoded.
     #[must_use]
     pub fn is_decode(&self) -> bool {

@@ -133,8 +133,8 @@ async fn predicates_follow_the_status() {
             "expected is_rate_limited for a 429 only, the status was {status}"
         );
         assert!(
-            !error.is_timeout() && !error.is_connect() && !error.is_decode(),
-            "expected no timeout, connect or decode error for a {status}, got {error:?}"
+            !error.is_timeout() && !error.is_connect() && !error.is_decode() && !error.is_network(),
+            "expected no timeout, connect, network or decode error for a {status}, got {error:?}"
         );
         assert_eq!(
             error.retry_after(),
@@ -374,8 +374,8 @@ async fn a_refused_connection_is_a_connect_error() {
         "expected a connect error after one attempt, got {error:?}"
     );
     assert!(
-        error.is_connect(),
-        "expected is_connect to be true, got {error:?}"
+        error.is_connect() && error.is_network(),
+        "expected is_connect and is_network to be true, got {error:?}"
     );
     assert!(
         !error.is_timeout(),
@@ -483,8 +483,8 @@ async fn a_slow_response_hits_the_attempt_timeout() {
         "expected the kind of timeout"
     );
     assert!(
-        error.is_timeout() && !error.is_connect(),
-        "expected a timeout and not a connect error, got {error:?}"
+        error.is_timeout() && !error.is_connect() && error.is_network(),
+        "expected a timeout, a network failure, and not a connect error, got {error:?}"
     );
     assert_eq!(
         error.to_string(),
@@ -611,8 +611,8 @@ async fn a_body_cut_short_is_a_connection_error() {
         "expected a connection error after one attempt, got {error:?}"
     );
     assert!(
-        !error.is_connect() && !error.is_timeout(),
-        "expected neither a connect error nor a timeout, got {error:?}"
+        !error.is_connect() && !error.is_timeout() && error.is_network(),
+        "expected a network failure, neither a connect error nor a timeout, got {error:?}"
     );
     let address = base_url
         .strip_prefix("http://")
