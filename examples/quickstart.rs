@@ -1,8 +1,9 @@
 //! The whole API at work: `cargo run --example quickstart`.
 //!
-//! With `PETSTORE_BASE_URL` and `PETSTORE_API_KEY` set, it talks to that deployment; otherwise
-//! it starts the embedded sandbox server (the workspace's `petstore-sandbox` crate) on loopback
-//! and says so.
+//! With `PETSTORE_BASE_URL` and `PETSTORE_API_KEY` set, it talks to that deployment; with
+//! neither, it starts the embedded sandbox server (the workspace's `petstore-sandbox` crate) on
+//! loopback and says so. Either one set means both are required: a forgotten key is an error,
+//! never a silent switch to the sandbox.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ async fn main() -> Result {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let configured = std::env::var_os("PETSTORE_BASE_URL").is_some()
-        && std::env::var_os("PETSTORE_API_KEY").is_some();
+        || std::env::var_os("PETSTORE_API_KEY").is_some();
     let (client, sandbox) = if configured {
         let client = PetStoreClient::from_env()?;
         println!("Using the deployment at {}", client.base_url());
