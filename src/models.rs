@@ -291,7 +291,16 @@ pub struct NewPet {
 }
 
 impl NewPet {
-    /// A creation payload with the two required fields.
+    /// A creation payload with the two required fields: the animal's `name`, and
+    /// `category_id`, the identifier of the category it belongs to (`categoryId` in the
+    /// specification; not a tag, not a count).
+    ///
+    /// ```
+    /// use petstore_client::{NewPet, PetStatus};
+    ///
+    /// let rex = NewPet::new("Rex", 1).status(PetStatus::Available);
+    /// assert_eq!(rex.category_id, petstore_client::CategoryId::new(1));
+    /// ```
     #[must_use]
     pub fn new(name: impl Into<String>, category_id: impl Into<CategoryId>) -> Self {
         Self {
