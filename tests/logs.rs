@@ -131,6 +131,40 @@ async fn a_held_call_logs_its_true_reason_once_per_hold() {
     );
 }
 
+/// A call held for a second or more says so at INFO, what holds it and for how long, so that a
+/// CLI without a DEBUG subscriber is not silent through a wait.
+#[tokio::test(start_paused = true)]
+async fn a_hold_of_a_second_or_more_is_told_at_info() {
+    let (logs, _guard) = common::capture(tracing::Level::INFO);
+    let sandbox = common::sandbox().await;
+    let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Free), RetryPolicy::none())
+        .build()
+        .unwrap();
+    for _ in 0..Plan::Free.per_minute() {
+        client.list_pets().send().await.unwrap();
+    }
+    assert!(
+        !logs.text().contains("holding request"),
+        "expected no INFO line while the budget lasts, the log reads:\n{}",
+        logs.text()
+    );
+
+    client.list_pets().send().await.unwrap();
+
+    let text = logs.text();
+    let holds = lines_with(&text, "holding request");
+    assert_eq!(
+        holds.len(),
+        1,
+        "expected one INFO line, the log reads:\n{text}"
+    );
+    assert!(
+        holds[0].contains("INFO") && holds[0].contains("budget of the window is spent"),
+        "expected the hold and its reason at INFO, the log reads:\n{text}"
+    );
+    assert_line_says(holds[0], "the wait", "wait=Some(");
+}
+
 /// More instances than the contract keeps from a ban without shared state: the budget falls 30
 /// for each of this process's requests. One WARN names the remedy, however often it shows.
 #[tokio::test(start_paused = true)]

@@ -56,6 +56,9 @@ pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
 use store::{Exchange, Outcome, Verdict, WindowReport};
 
+/// A hold at least this long is logged at INFO; shorter ones at DEBUG.
+const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
+
 /// Independent instances that the discipline keeps from a ban without shared state, against a
 /// service that bans at the tenth request inside one `Retry-After`.
 const CONTRACT_INSTANCES: f64 = 9.0;
@@ -280,7 +283,12 @@ impl RateLimiter {
             if *logged != Some(hold) {
                 *logged = Some(hold);
                 let wait = until.map(|until| until - now);
-                tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
+                // A wait a user would notice is told at INFO, so that a CLI is not silent.
+                if wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD) {
+                    tracing::info!(operation, reason = hold.describe(), wait = ?wait, "holding request");
+                } else {
+                    tracing::debug!(operation, reason = hold.describe(), wait = ?wait, "holding request");
+                }
             }
             // Woken or timed out, either way: look again.
             let wake_at = until.map_or(give_up_at, |until| until.min(give_up_at));
