@@ -24,7 +24,8 @@ use super::parse_digits;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Deprecation {
-    /// Whether the `Deprecation` header was present.
+    /// Whether the operation is deprecated: a `Deprecation` header, or a `Sunset` header
+    /// announcing its removal.
     pub deprecated: bool,
     /// When the operation was (or will be) deprecated, if the header gives a date
     /// (`@<unix-seconds>`, or an HTTP-date from earlier drafts).
@@ -55,7 +56,8 @@ impl Deprecation {
             return None;
         }
         Some(Self {
-            deprecated: deprecation.is_some(),
+            // A removal announced is a deprecation, whether or not `Deprecation` says so.
+            deprecated: true,
             deprecated_at: deprecation
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_deprecation_date),
@@ -111,7 +113,8 @@ mod tests {
         );
         assert_eq!(
             notice(None, Some("Thu, 05 Dec 2030 00:00:00 GMT")).map(|d| (d.deprecated, d.sunset)),
-            Some((false, Some(removal)))
+            Some((true, Some(removal))),
+            "a Sunset header alone announces the operation's removal: deprecated"
         );
         assert_eq!(notice(None, None), None);
     }
