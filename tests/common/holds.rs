@@ -61,12 +61,18 @@ impl CallSpan {
 }
 
 /// Whether holds are checked in `cell`: one process, the key's only user (an earlier run
-/// aside), on a plan that allows requests, and nothing injected but latency, no step of the
-/// clock: those make the client wait for reasons of their own (a 5xx's backoff, a 429 no
-/// budget foretold, windows that jump).
+/// aside), on a plan that allows requests, answers that report the budget (contract 2 is
+/// about the reported budget), and nothing injected but latency, no step of the clock: those
+/// make the client wait for reasons of their own (a 5xx's backoff, a 429 no budget foretold,
+/// windows that jump).
 pub fn apply(cell: &Cell) -> bool {
+    let reported = matches!(
+        cell.quota_fields,
+        QuotaFields::XRateLimit | QuotaFields::ResetInSeconds | QuotaFields::Ietf
+    );
     // A cancelled call's request may be on the wire unseen by the sandbox's log.
     cell.one_process()
+        && reported
         && !cell.cancel_half
         && cell.clock_step.is_none()
         && cell.per_minute > 0
@@ -137,7 +143,8 @@ fn quiet(arrivals: &[&LoggedRequest]) -> Vec<(Instant, Instant)> {
 /// what the first left lasts (windows only refill between requests), and a spent window takes
 /// requests from its refill on, placed up to `DATE_GRANULARITY` late (a second more for a
 /// reset given in seconds from now, or a sliding one), plus a round trip, plus as much as the
-/// backends' clocks are apart. A plan change ends what is known until the next request.
+/// backends' clocks are apart. From a plan change to the end of the window after it, nothing
+/// is judged.
 fn budget(
     cell: &Cell,
     arrivals: &[&LoggedRequest],
@@ -163,7 +170,13 @@ fn budget(
         + counted_up
         + most_latency(cell)
         + Duration::from_secs(behind.unsigned_abs());
+    // A plan change is contract 5's: the window it falls in, and the time to place its end,
+    // are not judged here.
     let change = cell.plan_change.map(|change| started + change.after);
+    let changing = change.map(|at| {
+        let window = Duration::from_secs(cell.minute);
+        (at, at + window + late)
+    });
     let mut spans = Vec::new();
     if let Some(first) = arrivals.first() {
         spans.push((started, first.at));
@@ -184,7 +197,10 @@ fn budget(
             spans.push((from, until));
         }
     }
-    spans
+    match changing {
+        Some(changing) => minus(&merge(spans), &[changing]),
+        None => spans,
+    }
 }
 
 /// The longest latency injected into `cell`'s answers.

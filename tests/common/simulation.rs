@@ -389,8 +389,11 @@ fn most_429s(cell: &Cell) -> usize {
     };
     // A sliding window frees its budget one request at a time, and processes that share
     // nothing race for each: a 429 for each other process at each, at most the window's limit.
+    let limit = cell.plan_change.map_or(cell.per_minute, |change| {
+        change.per_minute.max(cell.per_minute)
+    });
     let racing = if cell.window_kind == WindowKind::Sliding && processes > 1 {
-        (processes - 1) * cell.per_minute as usize
+        (processes - 1) * limit as usize
     } else {
         0
     };
