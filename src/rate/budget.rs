@@ -50,11 +50,13 @@ impl Own {
     }
 }
 
-/// Where a window stood at one answer: the budget left, and the own requests surely counted.
+/// Where a window stood at one answer: the budget left, the own requests surely counted, and
+/// those that may have been (sent in all, the ones still in flight included).
 #[derive(Debug, Clone, Copy)]
 struct Mark {
     remaining: u64,
     own: u64,
+    sent: u64,
 }
 
 /// When a window's period ends, as local instants.
@@ -111,19 +113,27 @@ impl Window {
     }
 
     /// Starts the window afresh with `remaining` left and `own` requests surely counted.
-    fn refill(&mut self, remaining: u64, own: u64) {
+    fn refill(&mut self, remaining: u64, own: u64, sent: u64) {
         self.remaining = remaining;
         self.marks.clear();
-        self.marks.push(Mark { remaining, own });
+        self.marks.push(Mark {
+            remaining,
+            own,
+            sent,
+        });
     }
 
     /// Records where an answer left the window.
-    fn mark(&mut self, own: u64) {
+    fn mark(&mut self, own: u64, sent: u64) {
         if self.marks.len() == MARKS {
             self.marks.remove(0);
         }
         let remaining = self.remaining;
-        self.marks.push(Mark { remaining, own });
+        self.marks.push(Mark {
+            remaining,
+            own,
+            sent,
+        });
     }
 
     /// Rule O: how many instances spend the window, as the fall of its budget over the recent
@@ -133,7 +143,8 @@ impl Window {
             return 1.0;
         };
         let fallen = first.remaining.saturating_sub(last.remaining);
-        let own = last.own.saturating_sub(first.own);
+        // Requests still in flight at the last answer may have been counted by then.
+        let own = last.sent.saturating_sub(first.own);
         if fallen <= own {
             return 1.0;
         }
@@ -306,7 +317,7 @@ impl Budgets {
         let counted = own.counted();
         let index = self.windows.iter().position(names);
         let Some(window) = index.map(|i| &mut self.windows[i]) else {
-            self.add(quota, ends, at, sent, counted);
+            self.add(quota, ends, at, sent, own);
             return;
         };
         let fresh = sent >= window.as_of;
@@ -315,8 +326,11 @@ impl Budgets {
             // A new period, or one refilled in mid-period (a sliding window, a plan upgrade):
             // what it shows spent at this answer may be this process's earlier requests,
             // which a sliding window still counts, so others show only by its fall from here.
-            if ended || quota.remaining > window.remaining {
-                window.refill(quota.remaining, counted);
+            // A raise only from a request sent after the one that set the window: requests
+            // sent at one instant may be answered in any order.
+            let later = sent > window.as_of;
+            if ended || (later && quota.remaining > window.remaining) {
+                window.refill(quota.remaining, counted, own.sent);
             }
             window.limit = quota.limit;
             window.reset = window.reset.max(reset);
@@ -331,11 +345,11 @@ impl Budgets {
         }
         window.remaining = window.remaining.min(quota.remaining);
         window.last_at = window.last_at.max(at);
-        window.mark(counted);
+        window.mark(counted, own.sent);
     }
 
     /// A window no answer reported before.
-    fn add(&mut self, quota: Quota, ends: Ends, at: Instant, sent: Instant, counted: u64) {
+    fn add(&mut self, quota: Quota, ends: Ends, at: Instant, sent: Instant, own: Own) {
         if self.windows.len() == MAX_WINDOWS {
             // The window that ends first has the least to say about what is left.
             if let Some(first) =
@@ -357,7 +371,7 @@ impl Budgets {
         };
         // What was spent before this process's first answer of it is no one's to tell: a
         // new process cannot tell others from its own earlier runs.
-        window.refill(quota.remaining, counted);
+        window.refill(quota.remaining, own.counted(), own.sent);
         self.windows.push(window);
     }
 
@@ -369,7 +383,7 @@ impl Budgets {
         for window in self.windows.iter_mut().filter(|w| w.ended(at)) {
             window.ends = None;
             let share = (window.limit as f64 / instances).floor() as u64;
-            window.refill(share.max(u64::from(window.limit > 0)), base);
+            window.refill(share.max(u64::from(window.limit > 0)), base, own.sent);
             window.last_at = at;
         }
         if self.windows.is_empty() {
@@ -571,6 +585,38 @@ mod tests {
         assert_eq!(remaining(&budgets, t0 + secs(3.0)), Some(10));
         budgets.report(quota(60, 5, T), end, t0 + secs(4.0), late);
         assert_eq!(remaining(&budgets, t0 + secs(4.0)), Some(5));
+    }
+
+    /// Found by the explorer (soak seed 5578): requests sent at one instant were answered out
+    /// of order, and a late answer showing more left was taken for a refill.
+    #[test]
+    fn an_answer_to_a_request_sent_at_the_same_instant_does_not_raise_the_budget() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60.0);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 50, T), end, t0 + secs(0.2), own(3, t0));
+        budgets.report(quota(60, 52, T), end, t0 + secs(0.4), own(3, t0));
+        assert_eq!(remaining(&budgets, t0 + secs(0.4)), Some(50));
+    }
+
+    /// The fall a process's own requests may explain counts those still in flight: the
+    /// service may have counted them before the answer was written.
+    #[test]
+    fn requests_in_flight_at_an_answer_may_explain_the_fall() {
+        let t0 = Instant::now();
+        let end = t0 + secs(60.0);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(60, 50, T), end, t0, own(1, t0));
+        // Five sent since, two of them still in flight beside the one answered: the service
+        // may have counted all five.
+        let at = t0 + secs(1.0);
+        let in_flight = Own {
+            sent: 6,
+            in_flight: 3,
+            answered_sent_at: Some(at),
+        };
+        budgets.report(quota(60, 45, T), end, at, in_flight);
+        assert!(budgets.alone(), "{}", budgets.instances());
     }
 
     #[test]
