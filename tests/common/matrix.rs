@@ -166,15 +166,6 @@ impl Cell {
         self.sharing != Sharing::Independent || self.instances == 1
     }
 
-    /// The processes spending the key (an earlier run aside).
-    pub fn processes(&self) -> usize {
-        if self.one_process() {
-            1
-        } else {
-            self.instances
-        }
-    }
-
     pub fn new(name: &str, instances: usize) -> Self {
         Self {
             name: name.to_owned(),

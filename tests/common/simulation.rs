@@ -334,10 +334,10 @@ fn goodput_floor(cell: &Cell) -> f64 {
     let least = cell.plan_change.map_or(cell.per_minute, |change| {
         change.per_minute.min(cell.per_minute)
     });
-    if !clean || !cell.within_contract() || least < 2 * cell.processes() as u32 {
+    if !clean || !cell.within_contract() || least < 2 * processes(cell) as u32 {
         return 0.0;
     }
-    if cell.processes() == 1 { 0.9 } else { 0.5 }
+    if processes(cell) == 1 { 0.9 } else { 0.5 }
 }
 
 /// How long an injected status fault may keep the key quiet, in seconds, all its times: its
@@ -375,7 +375,7 @@ fn fault_times(text: &str) -> usize {
 /// and a probe of each process into its wait; with sliding windows, each process racing the
 /// others for each request the window frees; and one per process after a step of the clock.
 fn most_429s(cell: &Cell) -> usize {
-    let processes = cell.processes();
+    let processes = processes(cell);
     let injected: usize = cell
         .faults
         .iter()
@@ -404,4 +404,13 @@ fn most_429s(cell: &Cell) -> usize {
         0
     };
     processes * (1 + on_the_wire) + injected * (1 + processes) + racing + stepped
+}
+
+/// The processes spending the key (an earlier run aside).
+fn processes(cell: &Cell) -> usize {
+    if cell.one_process() {
+        1
+    } else {
+        cell.instances
+    }
 }
