@@ -313,11 +313,11 @@ fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, Str
 /// floor only where the world allows one: no faults, no cancellations, quota shown as
 /// specified, no step of the clock (which shortens or skips windows), no day window that binds,
 /// no earlier run's 429 to start into, and budget enough for every instance, before and after
-/// a plan change. Sliding and long windows and two host names keep the floor. Unless
-/// `SIM_STRICT` is set, no floor either with a plan change or a backend off the limiter's clock
-/// by more than a tenth of the window: today's client uses too little of the allowance after a
-/// downgrade, and waits `reset - Date` where a backend behind the limiter dates its answers
-/// early.
+/// a plan change. Long windows and two host names keep the floor; sliding ones keep a fleet's
+/// half. Unless `SIM_STRICT` is set, no floor either with a plan change or a backend off the
+/// limiter's clock by more than a tenth of the window: today's client uses too little of the
+/// allowance after a downgrade, and waits `reset - Date` where a backend behind the limiter
+/// dates its answers early.
 fn goodput_floor(cell: &Cell) -> f64 {
     let far_backend = cell
         .backends
@@ -337,7 +337,13 @@ fn goodput_floor(cell: &Cell) -> f64 {
     if !clean || !cell.within_contract() || least < 2 * processes(cell) as u32 {
         return 0.0;
     }
-    if processes(cell) == 1 { 0.9 } else { 0.5 }
+    match (processes(cell), cell.window_kind) {
+        (1, _) => 0.9,
+        // Instances that share nothing race for each request a sliding window frees, and each
+        // other instance can meet a 429 there (docs/DESIGN.md, limits): half a fleet's floor.
+        (_, WindowKind::Sliding) => 0.25,
+        _ => 0.5,
+    }
 }
 
 /// How long an injected status fault may keep the key quiet, in seconds, all its times: its
