@@ -206,6 +206,18 @@ struct KeyState {
 }
 
 impl KeyState {
+    /// The minute's and the day's numbers at `unix`.
+    fn buckets(&mut self, limits: &Limits, unix: Duration) -> (Bucket, Bucket) {
+        let kind = limits.window_kind;
+        let minute = self
+            .minute
+            .bucket(kind, unix, limits.minute_window, self.plan.per_minute());
+        let day = self
+            .day
+            .bucket(kind, unix, limits.day_window, self.plan.per_day());
+        (minute, day)
+    }
+
     /// The key was told to wait until `until`; its strikes count afresh. A wait already in
     /// force that ends later stands, strikes and all: one key, one wait.
     fn cool_down(&mut self, until: Instant) {
@@ -323,13 +335,7 @@ impl Limiter {
         let limits = self.limits;
         let unix = self.clock.unix(now);
         let state = self.keys.get_mut(key)?;
-        let kind = limits.window_kind;
-        let minute = state
-            .minute
-            .bucket(kind, unix, limits.minute_window, state.plan.per_minute());
-        let day = state
-            .day
-            .bucket(kind, unix, limits.day_window, state.plan.per_day());
+        let (minute, day) = state.buckets(&limits, unix);
         let binding = if day.remaining() < minute.remaining() {
             day
         } else {
@@ -381,8 +387,10 @@ impl Limiter {
                 during_cooldown: false,
             });
         }
-        state.minute.add(kind, unix, limits.minute_window);
-        state.day.add(kind, unix, limits.day_window);
+        state
+            .minute
+            .add(limits.window_kind, unix, limits.minute_window);
+        state.day.add(limits.window_kind, unix, limits.day_window);
         let mut headers = binding.headers();
         headers.remaining -= 1;
         Some(Verdict::Allowed(headers))
@@ -395,13 +403,7 @@ impl Limiter {
         let limits = self.limits;
         let unix = self.clock.unix(Instant::now());
         let state = self.keys.get_mut(key)?;
-        let kind = limits.window_kind;
-        let minute = state
-            .minute
-            .bucket(kind, unix, limits.minute_window, state.plan.per_minute());
-        let day = state
-            .day
-            .bucket(kind, unix, limits.day_window, state.plan.per_day());
+        let (minute, day) = state.buckets(&limits, unix);
         let left = minute.remaining().min(day.remaining());
         let refills = [minute, day]
             .into_iter()
