@@ -167,24 +167,15 @@ pub(crate) struct ServerClock {
     /// The `Date` value last seen and when it was first, so that it is parsed only when it
     /// changes, or comes again a second or more later: one clock shows a value for less than
     /// a second, so that is another clock, a second or more behind the one that showed it.
-    /// Skipped, the `Date` of a backend a second behind, equal to what the one ahead had
-    /// shown a second before, never told an instance that read the one ahead first (soak
-    /// seed 3570).
     last_date: Option<(HeaderValue, Instant)>,
     best: Option<ServerTime>,
     /// A reading of the service's clock that no backend up to a second ahead of the others
     /// can have moved forward: a `Date` raises it only to a second below what it shows.
-    /// Instances that have seen others reopen a second after a window's end as this places
-    /// it. By `best` alone, which such a `Date` moves forward, 6 of 32 instances placed the
-    /// end of a 2 s window 0.1 to 0.8 s early and reopened inside the `Retry-After` of a 429
-    /// at its true end, which lasted to a second after it (soak seed 26252).
+    /// Instances that have seen others reopen a second after a window's end as this places it.
     behind: Option<ServerTime>,
-    /// How far past what `best` predicts the service's clock may read, in seconds: the
-    /// readings kept agree with any clock in that span, and one claiming more is a clock
-    /// ahead. A second for a reading alone (a `Date` truncates); less as readings of the
-    /// same clock bound it from above, never below [`LEAST_SLACK`]. Taken as a second, a
-    /// backend exactly a second ahead passed for the same clock read closer to its tick,
-    /// and placed window ends up to a second early (soak seed 78454).
+    /// How far past what `best` predicts the service's clock may read, in seconds: a second
+    /// for a reading alone (a `Date` truncates), less as readings of the same clock bound it
+    /// from above, never below [`LEAST_SLACK`]; a `Date` claiming more is a clock ahead.
     slack: f64,
     /// New `Date` values ahead of `best` by a second or more since one agreed with it.
     ahead_in_a_row: u32,
