@@ -128,23 +128,23 @@ impl CallInfo {
         self.elapsed
     }
 
-    /// How far the service's clock was ahead of this machine's (negative: behind), in seconds
-    /// to the millisecond, as the client read it from the `Date` header of the call's last
-    /// response; the client places the service's reset times and HTTP-date `Retry-After`s by
-    /// it. `None` when no response with a `Date` it could read arrived.
+    /// How far the service's clock was ahead of this machine's (negative: behind), to the
+    /// millisecond, as the client read it from the `Date` header of the call's last response;
+    /// the client places the service's reset times and HTTP-date `Retry-After`s by it. `None`
+    /// when no response with a `Date` it could read arrived.
     ///
     /// ```
     /// # fn show(call: &petstore_client::CallInfo) {
     /// if let Some(offset) = call.server_clock_offset() {
-    ///     if offset.abs() > 5.0 {
-    ///         println!("the service's clock is {offset:+.1} s off ours");
+    ///     if offset.abs() > chrono::TimeDelta::seconds(5) {
+    ///         println!("the service's clock is {} ms off ours", offset.num_milliseconds());
     ///     }
     /// }
     /// # }
     /// ```
     #[must_use]
-    pub fn server_clock_offset(&self) -> Option<f64> {
-        self.clock_offset_ms.map(|ms| ms as f64 / 1000.0)
+    pub fn server_clock_offset(&self) -> Option<chrono::TimeDelta> {
+        self.clock_offset_ms.map(chrono::TimeDelta::milliseconds)
     }
 }
 

@@ -181,8 +181,8 @@ async fn a_call_tells_the_server_clock_offset_it_read() {
 
     let offset = response.call_info().server_clock_offset().unwrap();
     assert!(
-        (-92.0..=-89.0).contains(&offset),
-        "expected the sandbox's 90 s behind, read {offset} s"
+        (-92_000..=-89_000).contains(&offset.num_milliseconds()),
+        "expected the sandbox's 90 s behind, read {offset}"
     );
 }
 
