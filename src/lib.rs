@@ -10,7 +10,8 @@
 //! - Errors as one [`Error`] enum with predicates, keeping the service's `code`, `message`,
 //!   quota and `Retry-After`.
 //! - Rate-limit discipline: `Retry-After` as a floor under exponential backoff with jitter
-//!   ([`RetryPolicy`]), a cooldown after a 429 shared by every client of the key in the
+//!   ([`RetryPolicy`]), retries held to a share of the client's recent answers
+//!   ([`RetryBudget`]), a cooldown after a 429 shared by every client of the key in the
 //!   process, and pacing ([`Pacing`]) that costs a key's only user nothing while its answers
 //!   show it alone, and spreads the budget the service reports over each window, read on the
 //!   service's clock, once others are seen spending it. A key that keeps calling after a 429 can be banned by the service; the scenario
@@ -175,6 +176,7 @@ mod redis_state;
 mod request;
 mod response;
 mod retry;
+mod retry_budget;
 
 /// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
 /// (`http::StatusCode`, which reqwest uses too).
@@ -199,6 +201,7 @@ pub use request::RawRequest;
 pub use reqwest;
 pub use response::Response;
 pub use retry::RetryPolicy;
+pub use retry_budget::RetryBudget;
 
 /// Not public API: the crate's decode path, header parsers and rate state, exposed for
 /// `benches/`, `tests/` and the fuzz targets in `fuzz/` only, behind the feature `unstable-internals`. They may change or go

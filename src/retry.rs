@@ -8,6 +8,7 @@ use http::{Method, StatusCode};
 
 use crate::error::{Error, is_transient_status};
 use crate::headers::{Quiet, Quota};
+use crate::retry_budget::RetryBudget;
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
 /// service asks for.
@@ -20,11 +21,14 @@ use crate::headers::{Quiet, Quota};
 /// | [`max_delay`](Self::max_delay) | 8 s | no delay is longer |
 /// | [`jitter`](Self::jitter) | on | each delay grows by a random amount of up to itself (still capped by `max_delay`), so that clients do not retry in lockstep |
 /// | [`max_server_wait`](Self::max_server_wait) | 120 s | the longest wait the client sits through when the service asks for quiet; a longer one fails the call at once with the rate-limited error |
+/// | [`retry_budget`](Self::retry_budget) | 20% and 10 | the retries of all the client's calls together: at most a fifth of its recent answers, plus 10 (see [`RetryBudget`]) |
 ///
 /// `Retry-After` is a floor: the delay before a retry is the longer of the wait the service asked
 /// for and the exponential delay above (jitter only ever adds to it), so `Retry-After: 0` is
 /// still backed off from, more at each attempt. A 429 without a readable `Retry-After` waits at
-/// least 1 s. What is retried:
+/// least 1 s. A retry also needs the client's retry budget, which every clone spends: when the
+/// service fails most calls, their retries add at most a fifth to the load, and a call the
+/// budget refuses ends at once with the error it got. What is retried:
 ///
 /// | outcome | `GET` (list, get) | `POST` (create) |
 /// | --- | --- | --- |
@@ -57,6 +61,7 @@ pub struct RetryPolicy {
     max_delay: Duration,
     jitter: bool,
     max_server_wait: Duration,
+    retry_budget: RetryBudget,
 }
 
 impl Default for RetryPolicy {
@@ -68,6 +73,7 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(8),
             jitter: true,
             max_server_wait: Duration::from_secs(120),
+            retry_budget: RetryBudget::default(),
         }
     }
 }
@@ -124,6 +130,13 @@ impl RetryPolicy {
         self
     }
 
+    /// Sets the retry budget the call's retries spend, shared by every clone of the client.
+    #[must_use]
+    pub fn with_retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
     /// How many times a call is retried after its first attempt.
     #[must_use]
     pub fn max_retries(&self) -> u32 {
@@ -158,6 +171,12 @@ impl RetryPolicy {
     #[must_use]
     pub fn max_server_wait(&self) -> Duration {
         self.max_server_wait
+    }
+
+    /// The retry budget the call's retries spend.
+    #[must_use]
+    pub fn retry_budget(&self) -> RetryBudget {
+        self.retry_budget
     }
 
     /// The un-jittered delay after `n` failures in a row (`n` from 0): the cooldown's backoff
