@@ -157,7 +157,7 @@ impl fmt::Debug for Redacted {
 ///     .base_url("https://petstore.example.com/v1")
 ///     .api_key("my-api-key")
 ///     .attempt_timeout(Duration::from_secs(5))
-///     .retry_policy(RetryPolicy::default().with_max_retries(5))
+///     .retry_policy(RetryPolicy::builder().max_retries(5).build())
 ///     .build()?;
 /// assert!(!format!("{client:?}").contains("my-api-key"));
 /// # Ok::<(), petstore_client::Error>(())

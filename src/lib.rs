@@ -184,8 +184,9 @@ pub use ::http::StatusCode;
 pub use call_info::{CallInfo, HoldCause};
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use error::{
-    ApiError, BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError, Error,
-    InvalidArgumentError, Result, ThrottleCause, ThrottledError, TimeoutError, TimeoutKind,
+    ApiError, ApiErrorBuilder, BodyTooLargeError, ConfigError, ConnectError, ConnectionError,
+    DecodeError, Error, InvalidArgumentError, Result, ThrottleCause, ThrottledError, TimeoutError,
+    TimeoutKind,
 };
 pub use headers::{Deprecation, Quota};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
@@ -200,7 +201,7 @@ pub use request::RawRequest;
 /// dependency only through that setter; this crate's own API exposes no other reqwest type.
 pub use reqwest;
 pub use response::Response;
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, RetryPolicyBuilder};
 pub use retry_budget::RetryBudget;
 
 /// Not public API: the crate's decode path, header parsers and rate state, exposed for

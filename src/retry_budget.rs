@@ -21,7 +21,7 @@ use tokio::time::Instant;
 /// ```
 /// use petstore_client::{RetryBudget, RetryPolicy};
 ///
-/// let careful = RetryPolicy::default().with_retry_budget(RetryBudget::new(0.1, 5));
+/// let careful = RetryPolicy::builder().retry_budget(RetryBudget::new(0.1, 5)).build();
 /// assert_eq!(careful.retry_budget(), RetryBudget::new(0.1, 5));
 /// assert_eq!(RetryPolicy::default().retry_budget(), RetryBudget::default());
 /// assert_ne!(RetryBudget::unlimited(), RetryBudget::default());
@@ -55,7 +55,7 @@ impl RetryBudget {
     /// use petstore_client::{RetryBudget, RetryPolicy};
     ///
     /// // Retries of at most 10% extra load, and 3 for a caller that just started.
-    /// let policy = RetryPolicy::default().with_retry_budget(RetryBudget::new(0.1, 3));
+    /// let policy = RetryPolicy::builder().retry_budget(RetryBudget::new(0.1, 3)).build();
     /// # assert_eq!(policy.retry_budget(), RetryBudget::new(0.1, 3));
     /// ```
     #[must_use]
@@ -76,7 +76,7 @@ impl RetryBudget {
     /// ```
     /// use petstore_client::{RetryBudget, RetryPolicy};
     ///
-    /// let policy = RetryPolicy::default().with_retry_budget(RetryBudget::unlimited());
+    /// let policy = RetryPolicy::builder().retry_budget(RetryBudget::unlimited()).build();
     /// # assert_eq!(policy.retry_budget(), RetryBudget::unlimited());
     /// ```
     #[must_use]

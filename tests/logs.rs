@@ -66,7 +66,7 @@ async fn each_retry_is_logged_with_its_reason_delay_and_source() {
         common::json(200, PETS),
     ];
     answers_in_turn(&server, answers).await;
-    let policy = RetryPolicy::default().with_jitter(false);
+    let policy = RetryPolicy::builder().jitter(false).build();
 
     common::paused_builder(common::base_url(&server), common::API_KEY, policy)
         .build()
@@ -219,7 +219,9 @@ async fn a_retry_the_budget_refuses_is_told_at_info() {
     let (logs, _guard) = common::capture(tracing::Level::INFO);
     let sandbox = common::sandbox().await;
     sandbox.inject(petstore_sandbox::Fault::status(503));
-    let policy = RetryPolicy::default().with_retry_budget(RetryBudget::new(0.2, 0));
+    let policy = RetryPolicy::builder()
+        .retry_budget(RetryBudget::new(0.2, 0))
+        .build();
     let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), policy)
         .build()
         .unwrap();

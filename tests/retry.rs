@@ -28,7 +28,7 @@ fn client(server: &MockServer, policy: RetryPolicy) -> PetStoreClient {
 }
 
 fn no_jitter() -> RetryPolicy {
-    RetryPolicy::default().with_jitter(false)
+    RetryPolicy::builder().jitter(false).build()
 }
 
 fn status(code: u16) -> ResponseTemplate {
@@ -120,7 +120,7 @@ async fn jittered_delays_stay_within_their_bounds() {
         .await;
     let start = Instant::now();
 
-    let policy = RetryPolicy::default().with_max_retries(2);
+    let policy = RetryPolicy::builder().max_retries(2).build();
     let error = client(&server, policy)
         .list_pets()
         .send()
@@ -571,9 +571,11 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
 async fn a_retry_that_would_outlast_the_call_timeout_returns_the_answer_at_once() {
     let sandbox = common::sandbox().await;
     sandbox.inject(Fault::status(503).retry_after(1).route(Route::ListPets));
-    let policy = no_jitter()
-        .with_initial_delay(Duration::from_secs(10))
-        .with_max_delay(Duration::from_secs(10));
+    let policy = RetryPolicy::builder()
+        .jitter(false)
+        .initial_delay(Duration::from_secs(10))
+        .max_delay(Duration::from_secs(10))
+        .build();
     let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), policy)
         .call_timeout(Duration::from_secs(5))
         .build()
@@ -610,10 +612,12 @@ async fn failing_sandbox() -> Sandbox {
 /// A client of `sandbox` whose retries spend `budget`: three each, 1 ms apart, so that a whole
 /// test's calls fall within the budget's 10 s window.
 fn budgeted(sandbox: &Sandbox, budget: RetryBudget) -> PetStoreClient {
-    let policy = no_jitter()
-        .with_initial_delay(Duration::from_millis(1))
-        .with_max_delay(Duration::from_millis(1))
-        .with_retry_budget(budget);
+    let policy = RetryPolicy::builder()
+        .jitter(false)
+        .initial_delay(Duration::from_millis(1))
+        .max_delay(Duration::from_millis(1))
+        .retry_budget(budget)
+        .build();
     common::sandbox_client(sandbox, sandbox.key(Plan::Business), policy)
         .rate_limit_scope(RateLimitScope::Client)
         .build()
