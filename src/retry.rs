@@ -27,8 +27,8 @@ use crate::retry_budget::RetryBudget;
 /// for and the exponential delay above (jitter only ever adds to it), so `Retry-After: 0` is
 /// still backed off from, more at each attempt. A 429 without a readable `Retry-After` waits at
 /// least 1 s. A retry also needs the client's retry budget, which every clone spends: when the
-/// service fails most calls, their retries add at most a fifth to the load, and a call the
-/// budget refuses ends at once with the error it got. What is retried:
+/// service fails most calls, their retries add at most a fifth of its recent answers and 10
+/// more, and a call the budget refuses ends at once with the error it got. What is retried:
 ///
 /// | outcome | `GET` (list, get) | `POST` (create) |
 /// | --- | --- | --- |

@@ -13,10 +13,10 @@ use tokio::time::Instant;
 /// Every clone of a client spends one budget. When it is spent, a call that would retry ends
 /// at once with the error it got, and the refusal is logged at INFO. Retries then come back as
 /// answers do (each success, or each answer not worth a retry such as a 404, adds `share` of a
-/// retry) and as the refused-for retries of more than 10 seconds ago stop counting. The
-/// default, 20% and a minimum of 10, is the extra load reqwest's and tower's budgets allow:
-/// against a service that fails everything, `n` calls send at most `n + 10` requests in 10
-/// seconds, where a policy of 3 retries alone would send `4 × n`.
+/// retry) and as retries made more than 10 seconds ago stop counting. The default share, 20%,
+/// is the extra load reqwest's budget allows, with a smaller minimum of 10: against a service
+/// that fails everything, `n` calls within 10 seconds send at most `n + 10` requests, where a
+/// policy of 3 retries alone would send `4 × n`.
 ///
 /// ```
 /// use petstore_client::{RetryBudget, RetryPolicy};
