@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = PetStoreClient::builder()
         .base_url(sandbox.base_url())
         .api_key(sandbox.key(Plan::Pro))
-        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .retry_policy(RetryPolicy::builder().jitter(false).build())
         .build()?;
     show(
         "a first call",

@@ -124,7 +124,7 @@ async fn rate_limits(sandbox: &Sandbox) -> Result {
             .base_url(small.base_url())
             .api_key(key)
             .pacing(pacing)
-            .retry_policy(RetryPolicy::default().with_jitter(false))
+            .retry_policy(RetryPolicy::builder().jitter(false).build())
             .build()
     };
     let limited = |key: &str| {

@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .base_url(sandbox.base_url())
             .api_key("demo")
             .pacing(pacing)
-            .retry_policy(RetryPolicy::default().with_max_retries(10))
+            .retry_policy(RetryPolicy::builder().max_retries(10).build())
             .build()?;
 
         let deadline = tokio::time::Instant::now() + RUN;

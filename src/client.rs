@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::headers::Quota;
 use crate::rate::{Pacing, RateLimitScope, RateLimiter, SharedStore, is_loopback};
 use crate::retry::RetryPolicy;
+use crate::retry_budget::RetryWindow;
 
 /// The environment variable [`PetStoreClient::from_env`] reads the base URL from.
 pub const BASE_URL_ENV: &str = "PETSTORE_BASE_URL";
@@ -59,6 +60,8 @@ pub(crate) struct Inner {
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) retry: RetryPolicy,
+    /// The retry budget's counts, spent by every clone.
+    pub(crate) retry_window: RetryWindow,
     pub(crate) max_response_body: usize,
     pub(crate) rate: RateLimiter,
     #[cfg(feature = "metrics")]
@@ -154,7 +157,7 @@ impl fmt::Debug for Redacted {
 ///     .base_url("https://petstore.example.com/v1")
 ///     .api_key("my-api-key")
 ///     .attempt_timeout(Duration::from_secs(5))
-///     .retry_policy(RetryPolicy::default().with_max_retries(5))
+///     .retry_policy(RetryPolicy::builder().max_retries(5).build())
 ///     .build()?;
 /// assert!(!format!("{client:?}").contains("my-api-key"));
 /// # Ok::<(), petstore_client::Error>(())
@@ -412,6 +415,7 @@ impl PetStoreClientBuilder {
                 attempt_timeout: self.attempt_timeout,
                 call_timeout: self.call_timeout,
                 retry: self.retry,
+                retry_window: RetryWindow::new(),
                 max_response_body: self.max_response_body,
                 rate,
                 #[cfg(feature = "metrics")]

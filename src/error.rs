@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-pub use api::ApiError;
+pub use api::{ApiError, ApiErrorBuilder};
 pub(crate) use api::{is_transient_status, snippet};
 pub(crate) use details::Cause;
 use details::Link;
@@ -270,8 +270,9 @@ impl Error {
     /// use petstore_client::{ApiError, Error};
     ///
     /// let error = Error::from(
-    ///     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
-    ///         .with_retry_after(Duration::from_secs(30)),
+    ///     ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
+    ///         .retry_after(Duration::from_secs(30))
+    ///         .build(),
     /// );
     /// assert!(error.is_rate_limited());
     /// assert!(!error.is_unavailable());
@@ -893,8 +894,9 @@ mod tests {
     #[test]
     fn an_api_error_shows_its_wait_rounded_up_to_whole_seconds() {
         let limited = |wait: Duration| {
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
-                .with_retry_after(wait)
+            ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+                .retry_after(wait)
+                .build()
                 .to_string()
         };
         let shown = |secs: u64| {

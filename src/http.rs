@@ -21,7 +21,7 @@ use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 use crate::headers::{Deprecation, Head};
 use crate::rate::{HeadReport, Held, HeldBy, Hold, Permit, Waited};
 use crate::response::Response;
-use crate::retry::{Action, Failure, RetryPolicy, classify_failure, classify_status};
+use crate::retry::{Action, Failure, RetryPolicy, Schedule, classify_failure, classify_status};
 
 /// The specification's operations, and requests to endpoints the crate does not wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,51 +167,24 @@ impl PetStoreClient {
             {
                 tally.clock_offset = exchange.report.clock_offset;
             }
-            let (action, error) = match outcome {
-                Ok(exchange) if exchange.status.is_success() => {
-                    span.record(
-                        "http.response.status_code",
-                        i64::from(exchange.status.as_u16()),
-                    );
-                    return Ok(exchange);
-                }
-                Ok(exchange) => {
-                    span.record(
-                        "http.response.status_code",
-                        i64::from(exchange.status.as_u16()),
-                    );
-                    let report = exchange.report;
-                    let error = ApiError::from_response(
-                        exchange.status,
-                        &exchange.body,
-                        report.quota,
-                        report.retry_after,
-                    );
-                    (
-                        classify_status(method, exchange.status, report.quiet, report.quota),
-                        Error::from(error),
-                    )
-                }
-                Err(failure) => (classify_failure(method, &failure), failure.error),
+            let (floor, error) = match self.judge(method, outcome, &span) {
+                Ok(exchange) => return Ok(exchange),
+                Err((Action::Retry { floor }, error)) => (floor, error),
+                Err((Action::Finish, error)) => return Err(error),
             };
-            let Action::Retry { floor } = action else {
+            let Some((delay, source)) =
+                retry_delay(policy, floor, &mut delays, give_up_at, deadline)
+            else {
                 return Err(error);
             };
-            if floor > policy.max_server_wait() || clock::after(floor) > give_up_at {
-                return Err(error);
-            }
-            let Some(backoff) = delays.next() else {
-                return Err(error);
-            };
-            // `Retry-After` is a floor: the backoff (and its jitter) only ever adds to it.
-            let (delay, source) = if floor >= backoff {
-                (floor, "Retry-After")
-            } else {
-                (backoff, "backoff")
-            };
-            // A retry that could start only at or past the deadline would end the call as a
-            // timeout; the answer it has says more.
-            if deadline.is_some_and(|deadline| clock::after(delay) >= deadline) {
+            // Asked last, so that a retry the call would not make spends nothing.
+            if !inner.retry_window.take_retry(policy.retry_budget()) {
+                tracing::info!(
+                    operation = operation.name(),
+                    attempt,
+                    reason = %error,
+                    "not retrying: the client's retry budget is spent"
+                );
                 return Err(error);
             }
             tracing::info!(
@@ -227,6 +200,36 @@ impl PetStoreClient {
             tokio::time::sleep(delay).await;
             tally.backoff += delay;
         }
+    }
+
+    /// What an attempt's outcome means for the call: the exchange when it succeeded, else what
+    /// to do and the error the call ends with if it does not retry. An answer that needs no
+    /// retry adds to the retry budget.
+    fn judge(
+        &self,
+        method: &Method,
+        outcome: Result<Exchange, Failure>,
+        span: &tracing::Span,
+    ) -> Result<Exchange, (Action, Error)> {
+        let exchange = match outcome {
+            Ok(exchange) => exchange,
+            Err(failure) => return Err((classify_failure(method, &failure), failure.error)),
+        };
+        let status = exchange.status;
+        span.record("http.response.status_code", i64::from(status.as_u16()));
+        if status.is_success() {
+            self.inner.retry_window.answered();
+            return Ok(exchange);
+        }
+        let report = exchange.report;
+        let action = classify_status(method, status, report.quiet, report.quota);
+        // An answer not worth a retry (a 404) shows the service working, as a success does.
+        if action == Action::Finish {
+            self.inner.retry_window.answered();
+        }
+        let error =
+            ApiError::from_response(status, &exchange.body, report.quota, report.retry_after);
+        Err((action, Error::from(error)))
     }
 
     /// One request and its whole response, within the per-attempt timeout. The permit is
@@ -393,6 +396,31 @@ impl PetStoreClient {
             Error::connection(address(url), error)
         }
     }
+}
+
+/// The wait before a retry after `floor` (the quiet the service asked for), with what set it,
+/// or `None` when the call should not retry: the schedule is over, the service asked for
+/// longer than the call may wait, or the retry could start only at or past the deadline (the
+/// call would end as a timeout, and the answer it has says more).
+fn retry_delay(
+    policy: &RetryPolicy,
+    floor: Duration,
+    delays: &mut Schedule,
+    give_up_at: Instant,
+    deadline: Option<Instant>,
+) -> Option<(Duration, &'static str)> {
+    if floor > policy.max_server_wait() || clock::after(floor) > give_up_at {
+        return None;
+    }
+    let backoff = delays.next()?;
+    // `Retry-After` is a floor: the backoff (and its jitter) only ever adds to it.
+    let (delay, source) = if floor >= backoff {
+        (floor, "Retry-After")
+    } else {
+        (backoff, "backoff")
+    };
+    let late = deadline.is_some_and(|deadline| clock::after(delay) >= deadline);
+    (!late).then_some((delay, source))
 }
 
 /// A date as logs show it: RFC 3339 in UTC, to the second (`2030-12-05T00:00:00Z`).

@@ -10,7 +10,8 @@
 //! - Errors as one [`Error`] enum with predicates, keeping the service's `code`, `message`,
 //!   quota and `Retry-After`.
 //! - Rate-limit discipline: `Retry-After` as a floor under exponential backoff with jitter
-//!   ([`RetryPolicy`]), a cooldown after a 429 shared by every client of the key in the
+//!   ([`RetryPolicy`]), retries held to a share of the client's recent answers
+//!   ([`RetryBudget`]), a cooldown after a 429 shared by every client of the key in the
 //!   process, and pacing ([`Pacing`]) that costs a key's only user nothing while its answers
 //!   show it alone, and spreads the budget the service reports over each window, read on the
 //!   service's clock, once others are seen spending it. A key that keeps calling after a 429 can be banned by the service; the scenario
@@ -175,6 +176,7 @@ mod redis_state;
 mod request;
 mod response;
 mod retry;
+mod retry_budget;
 
 /// The HTTP status type of [`ApiError`], [`Error::status`] and [`Response::status`]
 /// (`http::StatusCode`, which reqwest uses too).
@@ -182,8 +184,9 @@ pub use ::http::StatusCode;
 pub use call_info::{CallInfo, HoldCause};
 pub use client::{API_KEY_ENV, BASE_URL_ENV, PetStoreClient, PetStoreClientBuilder};
 pub use error::{
-    ApiError, BodyTooLargeError, ConfigError, ConnectError, ConnectionError, DecodeError, Error,
-    InvalidArgumentError, Result, ThrottleCause, ThrottledError, TimeoutError, TimeoutKind,
+    ApiError, ApiErrorBuilder, BodyTooLargeError, ConfigError, ConnectError, ConnectionError,
+    DecodeError, Error, InvalidArgumentError, Result, ThrottleCause, ThrottledError, TimeoutError,
+    TimeoutKind,
 };
 pub use headers::{Deprecation, Quota};
 pub use models::{CategoryId, NewPet, ParsePetStatusError, Pet, PetId, PetStatus, UnknownStatus};
@@ -198,7 +201,8 @@ pub use request::RawRequest;
 /// dependency only through that setter; this crate's own API exposes no other reqwest type.
 pub use reqwest;
 pub use response::Response;
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, RetryPolicyBuilder};
+pub use retry_budget::RetryBudget;
 
 /// Not public API, and no stability promise: the decode path, header parsers and rate state,
 /// for this crate's tests, benches and fuzz targets, which build with `--cfg petstore_internals`

@@ -8,6 +8,7 @@ use http::{Method, StatusCode};
 
 use crate::error::{Error, is_transient_status};
 use crate::headers::{Quiet, Quota};
+use crate::retry_budget::RetryBudget;
 
 /// How a call retries: how many times, with which delays, and how long it honours a wait the
 /// service asks for.
@@ -20,11 +21,14 @@ use crate::headers::{Quiet, Quota};
 /// | [`max_delay`](Self::max_delay) | 8 s | no delay is longer |
 /// | [`jitter`](Self::jitter) | on | each delay grows by a random amount of up to itself (still capped by `max_delay`), so that clients do not retry in lockstep |
 /// | [`max_server_wait`](Self::max_server_wait) | 120 s | the longest wait the client sits through when the service asks for quiet; a longer one fails the call at once with the rate-limited error |
+/// | [`retry_budget`](Self::retry_budget) | 20% and 10 | the retries of all the client's calls together: at most a fifth of its recent answers, plus 10 (see [`RetryBudget`]) |
 ///
 /// `Retry-After` is a floor: the delay before a retry is the longer of the wait the service asked
 /// for and the exponential delay above (jitter only ever adds to it), so `Retry-After: 0` is
 /// still backed off from, more at each attempt. A 429 without a readable `Retry-After` waits at
-/// least 1 s. What is retried:
+/// least 1 s. A retry also needs the client's retry budget, which every clone spends: when the
+/// service fails most calls, their retries add at most a fifth of its recent answers and 10
+/// more, and a call the budget refuses ends at once with the error it got. What is retried:
 ///
 /// | outcome | `GET` (list, get) | `POST` (create) |
 /// | --- | --- | --- |
@@ -35,6 +39,7 @@ use crate::headers::{Quiet, Quota};
 /// | per-attempt timeout, dropped connection | retried | not retried: it may have been processed |
 /// | any other status | not retried | not retried |
 ///
+/// Build one with [`RetryPolicy::builder`], whose setters carry the names of the getters here.
 /// Set it for a client with
 /// [`PetStoreClientBuilder::retry_policy`](crate::PetStoreClientBuilder::retry_policy), or for
 /// one call with the `retry_policy` method of every request builder.
@@ -43,9 +48,10 @@ use crate::headers::{Quiet, Quota};
 /// use std::time::Duration;
 /// use petstore_client::RetryPolicy;
 ///
-/// let patient = RetryPolicy::default()
-///     .with_max_retries(6)
-///     .with_max_delay(Duration::from_secs(30));
+/// let patient = RetryPolicy::builder()
+///     .max_retries(6)
+///     .max_delay(Duration::from_secs(30))
+///     .build();
 /// assert_eq!(patient.max_retries(), 6);
 /// assert_eq!(RetryPolicy::none().max_retries(), 0);
 /// ```
@@ -57,6 +63,7 @@ pub struct RetryPolicy {
     max_delay: Duration,
     jitter: bool,
     max_server_wait: Duration,
+    retry_budget: RetryBudget,
 }
 
 impl Default for RetryPolicy {
@@ -68,60 +75,36 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(8),
             jitter: true,
             max_server_wait: Duration::from_secs(120),
+            retry_budget: RetryBudget::default(),
         }
     }
 }
 
 impl RetryPolicy {
+    /// A builder, with every setting at its default.
+    ///
+    /// ```
+    /// use petstore_client::RetryPolicy;
+    ///
+    /// assert_eq!(RetryPolicy::builder().build(), RetryPolicy::default());
+    /// ```
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder {
+            policy: Self::default(),
+        }
+    }
+
     /// A policy that never retries. The client still holds requests while the service asked
     /// for quiet, up to [`max_server_wait`](Self::max_server_wait).
+    ///
+    /// ```
+    /// use petstore_client::RetryPolicy;
+    ///
+    /// assert_eq!(RetryPolicy::none().max_retries(), 0);
+    /// ```
     #[must_use]
     pub fn none() -> Self {
-        Self::default().with_max_retries(0)
-    }
-
-    /// Sets how many times a call is retried after its first attempt.
-    #[must_use]
-    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
-        self.max_retries = max_retries;
-        self
-    }
-
-    /// Sets the delay before the first retry.
-    #[must_use]
-    pub fn with_initial_delay(mut self, delay: Duration) -> Self {
-        self.initial_delay = delay;
-        self
-    }
-
-    /// Sets the growth factor of the delays; values below 1 (or NaN) are taken as 1, a
-    /// constant delay.
-    #[must_use]
-    pub fn with_factor(mut self, factor: f32) -> Self {
-        self.factor = if factor >= 1.0 { factor } else { 1.0 };
-        self
-    }
-
-    /// Sets the longest delay between two attempts.
-    #[must_use]
-    pub fn with_max_delay(mut self, delay: Duration) -> Self {
-        self.max_delay = delay;
-        self
-    }
-
-    /// Turns the random jitter on or off.
-    #[must_use]
-    pub fn with_jitter(mut self, jitter: bool) -> Self {
-        self.jitter = jitter;
-        self
-    }
-
-    /// Sets the longest wait the client sits through when the service asks for quiet
-    /// (`Retry-After`, or a spent quota).
-    #[must_use]
-    pub fn with_max_server_wait(mut self, wait: Duration) -> Self {
-        self.max_server_wait = wait;
-        self
+        Self::builder().max_retries(0).build()
     }
 
     /// How many times a call is retried after its first attempt.
@@ -160,19 +143,26 @@ impl RetryPolicy {
         self.max_server_wait
     }
 
+    /// The retry budget the call's retries spend.
+    #[must_use]
+    pub fn retry_budget(&self) -> RetryBudget {
+        self.retry_budget
+    }
+
     /// The un-jittered delay after `n` failures in a row (`n` from 0): the cooldown's backoff
     /// when the service asks for quiet again and again. It stops growing after
     /// [`STEPS_COUNTED`] failures, long after the default reaches `max_delay`.
     pub(crate) fn step(&self, n: u32) -> Duration {
         let n = usize::try_from(n.min(STEPS_COUNTED)).unwrap_or(0);
-        self.builder()
+        self.backoff()
             .without_max_times()
             .build()
             .nth(n)
             .map_or(self.max_delay, |delay| delay.min(self.max_delay))
     }
 
-    fn builder(&self) -> ExponentialBuilder {
+    /// The backoff crate's builder of this policy's delays, before a count or jitter is set.
+    fn backoff(&self) -> ExponentialBuilder {
         ExponentialBuilder::new()
             .with_min_delay(self.initial_delay)
             .with_factor(self.factor)
@@ -182,7 +172,7 @@ impl RetryPolicy {
     /// The delays of one call's retries, in order; it ends after `max_retries` delays.
     pub(crate) fn schedule(&self) -> Schedule {
         let mut builder = self
-            .builder()
+            .backoff()
             .with_max_times(usize::try_from(self.max_retries).unwrap_or(usize::MAX));
         if self.jitter {
             builder = builder.with_jitter();
@@ -191,6 +181,133 @@ impl RetryPolicy {
             delays: builder.build(),
             max_delay: self.max_delay,
         }
+    }
+}
+
+/// Builds a [`RetryPolicy`]; every setting not set keeps its default (see the table there).
+///
+/// ```
+/// use std::time::Duration;
+/// use petstore_client::RetryPolicy;
+///
+/// let patient = RetryPolicy::builder()
+///     .max_retries(6)
+///     .max_delay(Duration::from_secs(30))
+///     .build();
+/// assert_eq!(patient.max_retries(), 6);
+/// assert_eq!(patient.max_delay(), Duration::from_secs(30));
+/// ```
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct RetryPolicyBuilder {
+    policy: RetryPolicy,
+}
+
+impl RetryPolicyBuilder {
+    /// Sets how many times a call is retried after its first attempt.
+    ///
+    /// ```
+    /// let policy = petstore_client::RetryPolicy::builder().max_retries(5).build();
+    /// assert_eq!(policy.max_retries(), 5);
+    /// ```
+    pub fn max_retries(mut self, max_retries: u32) -> Self {
+        self.policy.max_retries = max_retries;
+        self
+    }
+
+    /// Sets the delay before the first retry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let policy = petstore_client::RetryPolicy::builder()
+    ///     .initial_delay(Duration::from_millis(100))
+    ///     .build();
+    /// assert_eq!(policy.initial_delay(), Duration::from_millis(100));
+    /// ```
+    pub fn initial_delay(mut self, delay: Duration) -> Self {
+        self.policy.initial_delay = delay;
+        self
+    }
+
+    /// Sets the growth factor of the delays; values below 1 (or NaN) are taken as 1, a
+    /// constant delay.
+    ///
+    /// ```
+    /// let policy = petstore_client::RetryPolicy::builder().factor(0.5).build();
+    /// assert_eq!(policy.factor(), 1.0);
+    /// ```
+    pub fn factor(mut self, factor: f32) -> Self {
+        self.policy.factor = if factor >= 1.0 { factor } else { 1.0 };
+        self
+    }
+
+    /// Sets the longest delay between two attempts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let policy = petstore_client::RetryPolicy::builder()
+    ///     .max_delay(Duration::from_secs(2))
+    ///     .build();
+    /// assert_eq!(policy.max_delay(), Duration::from_secs(2));
+    /// ```
+    pub fn max_delay(mut self, delay: Duration) -> Self {
+        self.policy.max_delay = delay;
+        self
+    }
+
+    /// Turns the random jitter on or off.
+    ///
+    /// ```
+    /// let policy = petstore_client::RetryPolicy::builder().jitter(false).build();
+    /// assert!(!policy.jitter());
+    /// ```
+    pub fn jitter(mut self, jitter: bool) -> Self {
+        self.policy.jitter = jitter;
+        self
+    }
+
+    /// Sets the longest wait the client sits through when the service asks for quiet
+    /// (`Retry-After`, or a spent quota).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let policy = petstore_client::RetryPolicy::builder()
+    ///     .max_server_wait(Duration::from_secs(10))
+    ///     .build();
+    /// assert_eq!(policy.max_server_wait(), Duration::from_secs(10));
+    /// ```
+    pub fn max_server_wait(mut self, wait: Duration) -> Self {
+        self.policy.max_server_wait = wait;
+        self
+    }
+
+    /// Sets the retry budget the call's retries spend, shared by every clone of the client.
+    ///
+    /// ```
+    /// use petstore_client::{RetryBudget, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::builder()
+    ///     .retry_budget(RetryBudget::unlimited())
+    ///     .build();
+    /// assert_eq!(policy.retry_budget(), RetryBudget::unlimited());
+    /// ```
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.policy.retry_budget = budget;
+        self
+    }
+
+    /// The policy.
+    ///
+    /// ```
+    /// let policy = petstore_client::RetryPolicy::builder().build();
+    /// assert_eq!(policy.max_retries(), 3);
+    /// ```
+    #[must_use]
+    pub fn build(self) -> RetryPolicy {
+        self.policy
     }
 }
 
@@ -294,9 +411,7 @@ mod tests {
 
     #[test]
     fn delays_grow_exponentially_up_to_the_cap() {
-        let policy = RetryPolicy::default()
-            .with_jitter(false)
-            .with_max_retries(7);
+        let policy = RetryPolicy::builder().jitter(false).max_retries(7).build();
         let delays: Vec<_> = policy.schedule().collect();
         assert_eq!(
             delays,
@@ -306,7 +421,7 @@ mod tests {
 
     #[test]
     fn jittered_delays_stay_between_the_step_and_the_cap() {
-        let policy = RetryPolicy::default().with_max_retries(6);
+        let policy = RetryPolicy::builder().max_retries(6).build();
         for _ in 0..200 {
             let steps = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0].map(secs);
             for (delay, step) in policy.schedule().zip(steps) {
@@ -318,11 +433,12 @@ mod tests {
 
     #[test]
     fn schedule_is_overflow_safe_at_any_attempt_count() {
-        let policy = RetryPolicy::default()
-            .with_max_retries(u32::MAX)
-            .with_factor(f32::MAX)
-            .with_initial_delay(Duration::MAX)
-            .with_max_delay(Duration::MAX);
+        let policy = RetryPolicy::builder()
+            .max_retries(u32::MAX)
+            .factor(f32::MAX)
+            .initial_delay(Duration::MAX)
+            .max_delay(Duration::MAX)
+            .build();
         let delays: Vec<_> = policy.schedule().take(1000).collect();
         assert_eq!(delays.len(), 1000);
         assert!(delays.iter().all(|d| *d == Duration::MAX));
@@ -335,10 +451,13 @@ mod tests {
 
     #[test]
     fn factor_below_one_is_constant() {
-        let policy = RetryPolicy::default().with_jitter(false).with_factor(0.1);
+        let policy = RetryPolicy::builder().jitter(false).factor(0.1).build();
         assert_eq!(policy.factor(), 1.0);
         assert!(policy.schedule().all(|d| d == secs(0.5)));
-        assert_eq!(RetryPolicy::default().with_factor(f32::NAN).factor(), 1.0);
+        assert_eq!(
+            RetryPolicy::builder().factor(f32::NAN).build().factor(),
+            1.0
+        );
     }
 
     #[test]

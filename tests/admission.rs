@@ -393,7 +393,12 @@ async fn a_call_in_line_fails_at_once_when_the_call_ahead_is_held_past_its_wait(
     let start = Instant::now();
     let impatient = client
         .list_pets()
-        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(1)))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(Duration::from_secs(1))
+                .build(),
+        )
         .send()
         .await
         .unwrap_err();
@@ -442,7 +447,12 @@ async fn calls_waiting_behind_a_slow_probe_give_up_at_their_deadline() {
         tokio::spawn(async move {
             let result = client
                 .list_pets()
-                .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(2)))
+                .retry_policy(
+                    RetryPolicy::builder()
+                        .max_retries(0)
+                        .max_server_wait(Duration::from_secs(2))
+                        .build(),
+                )
                 .send()
                 .await;
             (result, Instant::now())

@@ -80,7 +80,7 @@ fn client_with(addr: SocketAddr, pacing: Pacing) -> PetStoreClient {
         .api_key(KEY)
         .attempt_timeout(None)
         .pacing(pacing)
-        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .retry_policy(RetryPolicy::builder().jitter(false).build())
         .build()
         .unwrap()
 }
@@ -227,7 +227,9 @@ async fn a_thousand_concurrent_calls_complete_with_a_consistent_quota() {
         .unwrap();
     // Sole: the client may spend each window's budget as fast as calls come. The last 200
     // calls wait two whole windows, as long as the default `max_server_wait`: allow more.
-    let policy = RetryPolicy::default().with_max_server_wait(Duration::from_secs(180));
+    let policy = RetryPolicy::builder()
+        .max_server_wait(Duration::from_secs(180))
+        .build();
     let client = common::sandbox_client(&sandbox, "big", policy)
         .pacing(Pacing::Sole)
         .build()

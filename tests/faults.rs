@@ -138,7 +138,7 @@ fn client(addr: SocketAddr) -> petstore_client::PetStoreClientBuilder {
     PetStoreClient::builder()
         .base_url(format!("http://{addr}/v1"))
         .api_key(KEY)
-        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .retry_policy(RetryPolicy::builder().jitter(false).build())
 }
 
 async fn list(client: &PetStoreClient) -> Result<Vec<petstore_client::Pet>, Error> {
@@ -193,7 +193,7 @@ async fn a_host_name_that_does_not_resolve_is_not_retried() {
         .api_key(KEY)
         .connect_timeout(None)
         .attempt_timeout(None)
-        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .retry_policy(RetryPolicy::builder().jitter(false).build())
         .build()
         .unwrap();
     let start = Instant::now();
@@ -413,7 +413,7 @@ fn paused_client(server: &MockServer) -> PetStoreClient {
                 .unwrap(),
         )
         .attempt_timeout(None)
-        .retry_policy(RetryPolicy::default().with_jitter(false))
+        .retry_policy(RetryPolicy::builder().jitter(false).build())
         .build()
         .unwrap()
 }

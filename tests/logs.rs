@@ -4,7 +4,7 @@
 
 mod common;
 
-use petstore_client::RetryPolicy;
+use petstore_client::{RetryBudget, RetryPolicy};
 use petstore_sandbox::Plan;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
@@ -28,6 +28,18 @@ async fn answers_in_turn(server: &MockServer, templates: Vec<wiremock::ResponseT
 /// The lines of `text` that contain `needle`.
 fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// The one line of `text` that contains `needle`.
+#[track_caller]
+fn the_line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    let lines = lines_with(text, needle);
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one line with `{needle}`, the log reads:\n{text}"
+    );
+    lines[0]
 }
 
 #[track_caller]
@@ -54,7 +66,7 @@ async fn each_retry_is_logged_with_its_reason_delay_and_source() {
         common::json(200, PETS),
     ];
     answers_in_turn(&server, answers).await;
-    let policy = RetryPolicy::default().with_jitter(false);
+    let policy = RetryPolicy::builder().jitter(false).build();
 
     common::paused_builder(common::base_url(&server), common::API_KEY, policy)
         .build()
@@ -195,12 +207,30 @@ async fn a_fleet_past_the_contract_is_told_once_to_share_its_state() {
     }
 
     let text = logs.text();
-    let warnings = lines_with(&text, "RedisState");
-    assert_eq!(
-        warnings.len(),
-        1,
-        "expected one line naming RedisState, the log reads:\n{text}"
-    );
-    assert_line_says(warnings[0], "fleet", "WARN");
-    assert_line_says(warnings[0], "fleet", "instances");
+    let warning = the_line_with(&text, "RedisState");
+    assert_line_says(warning, "fleet", "WARN");
+    assert_line_says(warning, "fleet", "instances");
+}
+
+/// A retry the budget refuses says so at INFO: the call ended after one attempt for a reason
+/// the user can read.
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_budget_refuses_is_told_at_info() {
+    let (logs, _guard) = common::capture(tracing::Level::INFO);
+    let sandbox = common::sandbox().await;
+    sandbox.inject(petstore_sandbox::Fault::status(503));
+    let policy = RetryPolicy::builder()
+        .retry_budget(RetryBudget::new(0.2, 0))
+        .build();
+    let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), policy)
+        .build()
+        .unwrap();
+
+    let error = client.list_pets().send().await.unwrap_err();
+
+    assert_eq!(error.attempts(), 1, "expected the retry refused");
+    let text = logs.text();
+    let refusal = the_line_with(&text, "retry budget is spent");
+    assert_line_says(refusal, "refusal", "INFO");
+    assert_line_says(refusal, "refusal", "503 Service Unavailable");
 }

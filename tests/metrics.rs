@@ -168,7 +168,7 @@ async fn a_retry_after_a_503_is_counted() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recorder = metrics::set_default_local_recorder(&recorder);
-    let (sandbox, client) = sandbox_and_client(RetryPolicy::default().with_jitter(false)).await;
+    let (sandbox, client) = sandbox_and_client(RetryPolicy::builder().jitter(false).build()).await;
 
     sandbox.inject(Fault::status(503).times(1));
     let response = client.list_pets().send_with_meta().await.unwrap();

@@ -101,7 +101,7 @@ async fn a_call_behind_a_held_call_is_held_by_the_queue() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_a_503_tells_the_policy_s_backoff() {
     let sandbox = common::sandbox().await;
-    let policy = RetryPolicy::default().with_jitter(false);
+    let policy = RetryPolicy::builder().jitter(false).build();
     let client = client(&sandbox, policy.clone());
     sandbox.inject(Fault::status(503).times(1));
 
@@ -120,9 +120,7 @@ async fn a_retry_after_a_503_tells_the_policy_s_backoff() {
 #[tokio::test(start_paused = true)]
 async fn an_error_after_retries_tells_every_backoff() {
     let sandbox = common::sandbox().await;
-    let policy = RetryPolicy::default()
-        .with_jitter(false)
-        .with_max_retries(2);
+    let policy = RetryPolicy::builder().jitter(false).max_retries(2).build();
     let client = client(&sandbox, policy);
     sandbox.inject(Fault::status(503).times(3));
 
@@ -144,7 +142,12 @@ async fn a_call_not_sent_tells_no_attempt_and_an_invalid_one_tells_nothing() {
 
     let error = client
         .list_pets()
-        .retry_policy(RetryPolicy::none().with_max_server_wait(secs(10.0)))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(secs(10.0))
+                .build(),
+        )
         .send()
         .await
         .unwrap_err();

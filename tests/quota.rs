@@ -345,7 +345,9 @@ async fn after_a_window_shown_only_on_its_429_ends_calls_go_together_again() {
     let client = common::paused_builder(
         service.base_url(),
         common::API_KEY,
-        RetryPolicy::default().with_max_server_wait(Duration::from_secs(120)),
+        RetryPolicy::builder()
+            .max_server_wait(Duration::from_secs(120))
+            .build(),
     )
     .rate_limit_scope(petstore_client::RateLimitScope::Client)
     .build()

@@ -59,7 +59,9 @@ async fn hammer(
 /// to the line at its start, so the calls that rejoin the line then wait through one more
 /// window, two in all, which the default `max_server_wait` (120 s) only just covers.
 fn patient() -> RetryPolicy {
-    RetryPolicy::default().with_max_server_wait(Duration::from_secs(180))
+    RetryPolicy::builder()
+        .max_server_wait(Duration::from_secs(180))
+        .build()
 }
 
 /// The full windows of a run: all but the first and the last, which the run only partly

@@ -279,7 +279,7 @@ async fn a_429_on_a_raw_request_holds_the_typed_operations_and_the_reverse() {
 
 #[tokio::test(start_paused = true)]
 async fn retries_follow_the_method() {
-    let policy = RetryPolicy::default().with_jitter(false);
+    let policy = RetryPolicy::builder().jitter(false).build();
     for (verb, status, expected_requests) in [
         (Method::GET, 503, 4),
         (Method::HEAD, 503, 4),

@@ -287,7 +287,12 @@ async fn a_call_held_by_redis_reports_the_shared_store_as_its_hold_cause() {
         panic!("expected the 429's cooldown in Redis, the state holds {fields:?}");
     }
     let other = instance_builder(&sandbox, 1)
-        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(30)))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(Duration::from_secs(30))
+                .build(),
+        )
         .shared_state(RedisState::new(&redis.url()).unwrap())
         .build()
         .unwrap();
@@ -342,7 +347,12 @@ fn impatient(base_url: &str, redis_url: &str) -> PetStoreClient {
         .base_url(base_url)
         .api_key(KEY)
         .rate_limit_scope(RateLimitScope::Client)
-        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(Duration::from_secs(5))
+                .build(),
+        )
         .shared_state(RedisState::new(redis_url).unwrap())
         .build()
         .unwrap()
@@ -489,7 +499,12 @@ async fn a_state_flushed_from_redis_reads_as_unknown_and_one_request_probes() {
                     .user_agent(format!("instance-{i}"))
                     .rate_limit_scope(RateLimitScope::Client)
                     .pacing(pacing)
-                    .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+                    .retry_policy(
+                        RetryPolicy::builder()
+                            .max_retries(0)
+                            .max_server_wait(Duration::from_secs(5))
+                            .build(),
+                    )
                     .shared_state(RedisState::new(&redis.url()).unwrap())
                     .build()
                     .unwrap()

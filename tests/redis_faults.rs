@@ -59,7 +59,12 @@ struct Run {
 /// sends each request once and waits for the rate limit up to `MAX_SERVER_WAIT`.
 fn instance(sandbox: &petstore_sandbox::Sandbox, i: usize, url: &str) -> PetStoreClient {
     instance_builder(sandbox, i)
-        .retry_policy(RetryPolicy::none().with_max_server_wait(MAX_SERVER_WAIT))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(MAX_SERVER_WAIT)
+                .build(),
+        )
         .shared_state(RedisState::new(url).expect("a Redis URL"))
         .build()
         .expect("a valid client")

@@ -151,7 +151,12 @@ async fn a_quiet_another_instance_met_holds_a_leasing_instance() {
     let redis = RedisServer::start();
     let sandbox = ample_sandbox().await;
     let client = instance_builder(&sandbox, 0)
-        .retry_policy(RetryPolicy::none().with_max_server_wait(Duration::from_secs(5)))
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(Duration::from_secs(5))
+                .build(),
+        )
         .shared_state(RedisState::new(&redis.url()).unwrap())
         .build()
         .unwrap();

@@ -9,8 +9,10 @@ mod common;
 use std::time::Duration;
 
 use http::StatusCode;
-use petstore_client::{Error, NewPet, PetStoreClient, RetryPolicy, ThrottleCause};
-use petstore_sandbox::{Fault, Plan, Route};
+use petstore_client::{
+    Error, NewPet, PetStoreClient, RateLimitScope, RetryBudget, RetryPolicy, ThrottleCause,
+};
+use petstore_sandbox::{Fault, Plan, Route, Sandbox};
 use tokio::time::Instant;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -26,7 +28,7 @@ fn client(server: &MockServer, policy: RetryPolicy) -> PetStoreClient {
 }
 
 fn no_jitter() -> RetryPolicy {
-    RetryPolicy::default().with_jitter(false)
+    RetryPolicy::builder().jitter(false).build()
 }
 
 fn status(code: u16) -> ResponseTemplate {
@@ -118,7 +120,7 @@ async fn jittered_delays_stay_within_their_bounds() {
         .await;
     let start = Instant::now();
 
-    let policy = RetryPolicy::default().with_max_retries(2);
+    let policy = RetryPolicy::builder().max_retries(2).build();
     let error = client(&server, policy)
         .list_pets()
         .send()
@@ -569,9 +571,11 @@ async fn a_503_with_retry_after_also_closes_the_gate() {
 async fn a_retry_that_would_outlast_the_call_timeout_returns_the_answer_at_once() {
     let sandbox = common::sandbox().await;
     sandbox.inject(Fault::status(503).retry_after(1).route(Route::ListPets));
-    let policy = no_jitter()
-        .with_initial_delay(Duration::from_secs(10))
-        .with_max_delay(Duration::from_secs(10));
+    let policy = RetryPolicy::builder()
+        .jitter(false)
+        .initial_delay(Duration::from_secs(10))
+        .max_delay(Duration::from_secs(10))
+        .build();
     let client = common::sandbox_client(&sandbox, sandbox.key(Plan::Pro), policy)
         .call_timeout(Duration::from_secs(5))
         .build()
@@ -595,5 +599,142 @@ async fn a_retry_that_would_outlast_the_call_timeout_returns_the_answer_at_once(
         sandbox.request_log().len(),
         1,
         "expected one request at the sandbox"
+    );
+}
+
+/// A sandbox that answers 503 to every request.
+async fn failing_sandbox() -> Sandbox {
+    let sandbox = common::sandbox().await;
+    sandbox.inject(Fault::status(503));
+    sandbox
+}
+
+/// A client of `sandbox` whose retries spend `budget`: three each, 1 ms apart, so that a whole
+/// test's calls fall within the budget's 10 s window.
+fn budgeted(sandbox: &Sandbox, budget: RetryBudget) -> PetStoreClient {
+    let policy = RetryPolicy::builder()
+        .jitter(false)
+        .initial_delay(Duration::from_millis(1))
+        .max_delay(Duration::from_millis(1))
+        .retry_budget(budget)
+        .build();
+    common::sandbox_client(sandbox, sandbox.key(Plan::Business), policy)
+        .rate_limit_scope(RateLimitScope::Client)
+        .build()
+        .unwrap()
+}
+
+/// Makes `n` calls in turn, each of which must fail with the sandbox's 503.
+async fn fail_in_turn(client: &PetStoreClient, n: usize) {
+    for _ in 0..n {
+        let error = client.list_pets().send().await.unwrap_err();
+        assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    }
+}
+
+/// Against a service that fails everything, the retries of the default budget stop at its
+/// minimum of 10: the requests grow with the calls, one each, not four.
+#[tokio::test(start_paused = true)]
+async fn a_failing_service_meets_the_budgets_retries_not_every_calls() {
+    let sandbox = failing_sandbox().await;
+    let client = budgeted(&sandbox, RetryBudget::default());
+    let start = Instant::now();
+
+    fail_in_turn(&client, 50).await;
+    assert_eq!(
+        sandbox.request_log().len(),
+        50 + 10,
+        "expected 50 first attempts and the budget's minimum of 10 retries"
+    );
+    fail_in_turn(&client, 50).await;
+    assert_eq!(
+        sandbox.request_log().len(),
+        100 + 10,
+        "expected the retries to stop growing with the calls"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "the test left the budget's window"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_holds_for_concurrent_calls() {
+    let sandbox = failing_sandbox().await;
+    let client = budgeted(&sandbox, RetryBudget::default());
+
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.list_pets().send().await })
+        })
+        .collect();
+    for task in tasks {
+        let error = task.await.unwrap().unwrap_err();
+        assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+    }
+
+    assert_eq!(
+        sandbox.request_log().len(),
+        50 + 10,
+        "expected 50 first attempts and the budget's minimum of 10 retries"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_every_call_retries_as_its_policy_says() {
+    let sandbox = failing_sandbox().await;
+    let client = budgeted(&sandbox, RetryBudget::unlimited());
+
+    fail_in_turn(&client, 50).await;
+
+    assert_eq!(
+        sandbox.request_log().len(),
+        50 * 4,
+        "expected every call's first attempt and three retries"
+    );
+}
+
+/// Clones spend one budget; a client built on its own has its own.
+#[tokio::test(start_paused = true)]
+async fn clones_spend_one_budget() {
+    let sandbox = failing_sandbox().await;
+    let client = budgeted(&sandbox, RetryBudget::default());
+    // Three calls of three retries and one of one: the minimum of 10 is spent.
+    fail_in_turn(&client, 4).await;
+    assert_eq!(sandbox.request_log().len(), 4 + 10);
+
+    let error = client.clone().list_pets().send().await.unwrap_err();
+    assert_eq!(
+        error.attempts(),
+        1,
+        "expected the clone to find the budget spent"
+    );
+
+    let other = budgeted(&sandbox, RetryBudget::default());
+    let error = other.list_pets().send().await.unwrap_err();
+    assert_eq!(error.attempts(), 4, "expected a budget of its own");
+}
+
+/// Each answer that needs no retry gives back a fifth of a retry (the default share).
+#[tokio::test(start_paused = true)]
+async fn answers_refill_the_budget() {
+    let sandbox = failing_sandbox().await;
+    let client = budgeted(&sandbox, RetryBudget::default());
+    fail_in_turn(&client, 4).await;
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(error.attempts(), 1, "expected the budget spent");
+
+    sandbox.clear_faults();
+    for _ in 0..10 {
+        client.list_pets().send().await.unwrap();
+    }
+    sandbox.inject(Fault::status(503));
+
+    let error = client.list_pets().send().await.unwrap_err();
+    assert_eq!(
+        error.attempts(),
+        3,
+        "expected ten answers to give back two retries"
     );
 }

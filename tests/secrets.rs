@@ -138,9 +138,10 @@ async fn a_whole_session_with_retries_never_shows_the_key() {
         .mount(&server)
         .await;
 
-    let policy = RetryPolicy::default()
-        .with_initial_delay(Duration::from_millis(1))
-        .with_jitter(false);
+    let policy = RetryPolicy::builder()
+        .initial_delay(Duration::from_millis(1))
+        .jitter(false)
+        .build();
     let client = PetStoreClient::builder()
         .base_url(format!("{}/v1", server.uri()))
         .api_key(KEY)

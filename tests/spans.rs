@@ -37,7 +37,7 @@ async fn spans_export_to_opentelemetry_under_its_http_client_names() {
     let client = common::sandbox_client(
         &sandbox,
         sandbox.key(Plan::Pro),
-        RetryPolicy::default().with_jitter(false),
+        RetryPolicy::builder().jitter(false).build(),
     )
     .rate_limit_scope(RateLimitScope::Client)
     .build()

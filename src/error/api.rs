@@ -17,7 +17,8 @@ use crate::headers::Quota;
 /// [`ApiError::body_snippet`] holds its start instead. The `Display` form is a sentence with
 /// the status, the service's message and code, and for a 429 the wait it asked for.
 ///
-/// `ApiError::new` lets you build one to test your own error handling:
+/// [`ApiError::new`] and [`ApiError::builder`] let you build one to test your own error
+/// handling:
 ///
 /// ```
 /// use std::time::Duration;
@@ -25,8 +26,9 @@ use crate::headers::Quota;
 /// use petstore_client::{ApiError, Error};
 ///
 /// let error = Error::from(
-///     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
-///         .with_retry_after(Duration::from_secs(30)),
+///     ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
+///         .retry_after(Duration::from_secs(30))
+///         .build(),
 /// );
 /// assert!(error.is_rate_limited());
 /// assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
@@ -58,8 +60,7 @@ const SNIPPET_BYTES: usize = 512;
 
 impl ApiError {
     /// An error response with the specification's error object, as if the call had made one
-    /// request; add what the response's head said with [`with_retry_after`](Self::with_retry_after)
-    /// and [`with_quota`](Self::with_quota).
+    /// request; [`ApiError::builder`] adds what the response's head said.
     ///
     /// ```
     /// use http::StatusCode;
@@ -82,18 +83,27 @@ impl ApiError {
         }
     }
 
-    /// Sets the wait the service asked for.
-    #[must_use]
-    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
-        self.retry_after = Some(retry_after);
-        self
-    }
-
-    /// Sets the quota reported with the response.
-    #[must_use]
-    pub fn with_quota(mut self, quota: Quota) -> Self {
-        self.quota = Some(quota);
-        self
+    /// A builder of an error response with the specification's error object, as if the call
+    /// had made one request, that adds what the response's head said.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use petstore_client::ApiError;
+    ///
+    /// let api = ApiError::builder(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "try later")
+    ///     .retry_after(Duration::from_secs(5))
+    ///     .build();
+    /// assert_eq!(api.retry_after(), Some(Duration::from_secs(5)));
+    /// ```
+    pub fn builder(
+        status: StatusCode,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ApiErrorBuilder {
+        ApiErrorBuilder {
+            error: Self::new(status, code, message),
+        }
     }
 
     /// The one mapping from an error response to an error; `retry_after` as read at its head.
@@ -186,6 +196,77 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// Builds an [`ApiError`] with what a response's head said, to test your own error handling;
+/// see [`ApiError::builder`].
+///
+/// ```
+/// use chrono::DateTime;
+/// use http::StatusCode;
+/// use petstore_client::{ApiError, Quota};
+///
+/// let reset = DateTime::from_timestamp(1_900_000_000, 0).unwrap();
+/// let api = ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+///     .quota(Quota::new(60, 0, reset))
+///     .build();
+/// assert_eq!(api.quota().map(|q| q.remaining), Some(0));
+/// ```
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct ApiErrorBuilder {
+    error: ApiError,
+}
+
+impl ApiErrorBuilder {
+    /// Sets the wait the service asked for in `Retry-After`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use http::StatusCode;
+    /// use petstore_client::ApiError;
+    ///
+    /// let api = ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+    ///     .retry_after(Duration::from_secs(30))
+    ///     .build();
+    /// assert_eq!(api.retry_after(), Some(Duration::from_secs(30)));
+    /// ```
+    pub fn retry_after(mut self, retry_after: Duration) -> Self {
+        self.error.retry_after = Some(retry_after);
+        self
+    }
+
+    /// Sets the quota reported with the response.
+    ///
+    /// ```
+    /// use chrono::DateTime;
+    /// use http::StatusCode;
+    /// use petstore_client::{ApiError, Quota};
+    ///
+    /// let reset = DateTime::from_timestamp(1_900_000_000, 0).unwrap();
+    /// let api = ApiError::builder(StatusCode::NOT_FOUND, "not_found", "no such pet")
+    ///     .quota(Quota::new(60, 59, reset))
+    ///     .build();
+    /// assert_eq!(api.quota().map(|q| q.limit), Some(60));
+    /// ```
+    pub fn quota(mut self, quota: Quota) -> Self {
+        self.error.quota = Some(quota);
+        self
+    }
+
+    /// The error.
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use petstore_client::ApiError;
+    ///
+    /// let api = ApiError::builder(StatusCode::NOT_FOUND, "not_found", "no such pet").build();
+    /// assert_eq!(api, ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such pet"));
+    /// ```
+    #[must_use]
+    pub fn build(self) -> ApiError {
+        self.error
+    }
+}
 
 /// The first [`SNIPPET_BYTES`] of a body, cut on a character boundary.
 pub(crate) fn snippet(body: &[u8]) -> String {
