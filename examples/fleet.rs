@@ -14,8 +14,8 @@
 //!
 //! `cargo run --release --features redis --example fleet -- --redis redis://127.0.0.1:6379/`
 //!
-//! The parent starts the sandbox built from `examples/sandbox.rs` (building it if it is not
-//! next to this executable), then `--processes` copies of itself in worker mode. Each worker
+//! The parent starts the `petstore-sandbox` command (building it if it is not beside this
+//! executable's folder), then `--processes` copies of itself in worker mode. Each worker
 //! builds one client with the library's defaults (and `.shared_state(RedisState::new(url)?)`
 //! with `--redis` or `--start-redis`) and runs `--tasks` tasks calling `listPets` back to back
 //! until the deadline. The parent adds up the successes per rate window (by the
@@ -47,7 +47,7 @@ const USAGE: &str = "usage: cargo run --release [--features redis] --example fle
 const NEEDS_REDIS_FEATURE: &str = "--redis and --start-redis need the `redis` feature: add \
 `--features redis` (cargo run --release --features redis --example fleet -- ...)";
 
-/// The key the standalone sandbox registers for `--per-minute` and `--per-day`.
+/// The key the fleet registers with the sandbox, on a plan of `--per-window` per window.
 const FLEET_KEY: &str = "fleet-key";
 
 /// Goodput under this share of the allowance fails the run.
@@ -191,9 +191,12 @@ impl SandboxProcess {
 fn start_sandbox(options: &Options) -> Result<SandboxProcess, String> {
     let binary = sandbox_binary()?;
     let mut child = Command::new(&binary)
+        .args(["--port", "0"])
         .args(["--minute-window", &options.window.to_string()])
-        .args(["--per-minute", &options.per_window.to_string()])
-        .args(["--per-day", "1000000"])
+        .args([
+            "--key",
+            &format!("{FLEET_KEY}=enterprise:{}/1000000", options.per_window),
+        ])
         .args(["--run-for", &(options.seconds + 5).to_string()])
         .stdout(Stdio::piped())
         .spawn()
@@ -201,7 +204,7 @@ fn start_sandbox(options: &Options) -> Result<SandboxProcess, String> {
     let stdout = child.stdout.take().ok_or("no stdout from the sandbox")?;
     let mut lines = BufReader::new(stdout).lines();
     let base_url = lines.by_ref().map_while(Result::ok).find_map(|line| {
-        line.strip_prefix("Pet Store sandbox at ")
+        line.strip_prefix("PETSTORE_BASE_URL=")
             .map(|url| url.trim().to_owned())
     });
     let Some(base_url) = base_url else {
@@ -215,11 +218,15 @@ fn start_sandbox(options: &Options) -> Result<SandboxProcess, String> {
     })
 }
 
-/// The sandbox example's executable next to this one, built with the same profile if absent.
+/// The `petstore-sandbox` command of this build (examples are built in the `examples` folder
+/// of the profile's, binaries in the profile's), built with the same profile if absent.
 fn sandbox_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let dir = exe.parent().ok_or("this executable has no directory")?;
-    let binary = dir.join(format!("sandbox{}", std::env::consts::EXE_SUFFIX));
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("this executable is not in a profile's `examples` folder")?;
+    let binary = dir.join(format!("petstore-sandbox{}", std::env::consts::EXE_SUFFIX));
     if binary.exists() {
         return Ok(binary);
     }
@@ -227,7 +234,13 @@ fn sandbox_binary() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
-        .args(["build", "--example", "sandbox"])
+        .args([
+            "build",
+            "-p",
+            "petstore-sandbox",
+            "--bin",
+            "petstore-sandbox",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if release {
         build.arg("--release");
@@ -238,7 +251,7 @@ fn sandbox_binary() -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() || !binary.exists() {
         return Err(format!(
-            "could not build the sandbox example at {}",
+            "could not build the petstore-sandbox command at {}",
             binary.display()
         ));
     }

@@ -28,6 +28,33 @@
 //! # }
 //! ```
 //!
+//! # A sandbox that outlives one process
+//!
+//! An embedded sandbox stops with the process that started it. For a demo over several runs
+//! of a program, or for curl and other languages, the crate's command (the default `cli`
+//! feature) serves one until Ctrl-C or SIGTERM, with the builder's settings as flags
+//! (`petstore-sandbox --help` lists them):
+//!
+//! ```sh
+//! cargo install petstore-sandbox
+//! petstore-sandbox --port 8080
+//! ```
+//!
+//! It prints its base URL and every key with its plan, one per line, ready for a client's
+//! environment:
+//!
+//! ```text
+//! PETSTORE_BASE_URL=http://127.0.0.1:8080/v1
+//! PETSTORE_API_KEY=sandbox-free-key         # free: 60 requests per 60 s, 1000 per 86400 s
+//! PETSTORE_API_KEY=sandbox-pro-key          # pro: 300 requests per 60 s, 10000 per 86400 s
+//! ...
+//! ```
+//!
+//! On stopping, its last line counts what it answered:
+//! `stats total=<n> ok=<n> limited=<n> during_cooldown=<n> bans=<n>`. A crate that only embeds
+//! the sandbox in its tests can leave the command and its `clap` out with
+//! `default-features = false`.
+//!
 //! # Behaviour where the specification is silent
 //!
 //! | question | the sandbox's answer |
