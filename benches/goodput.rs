@@ -1,6 +1,6 @@
 //! The rate discipline in figures, under tokio's paused clock (exact, and a run takes seconds):
 //!
-//! 1. the scenario matrix of `tests/ban_matrix.rs` (independent instances on one key, clock
+//! 1. the scenario matrix of `tests/rate/ban_matrix.rs` (independent instances on one key, clock
 //!    skew, two windows, cancellation, odd answers) as a table: goodput, 429s, requests inside
 //!    a `Retry-After`, bans, the slowest call;
 //! 2. what the default `Pacing::Shared` costs a sole user: how long a burst of calls made at

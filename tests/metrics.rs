@@ -2,7 +2,14 @@
 //! `metrics-util`'s debugging recorder set as each test's own, against the sandbox on tokio's
 //! paused clock; with the `redis` feature too, through a real `redis-server` on the real clock.
 
-mod common;
+/// The shared test set-up (`tests/common`): the base, and only the helpers these tests use.
+#[path = "common"]
+#[allow(dead_code)]
+mod common {
+    mod base;
+    pub use base::*;
+    pub mod redis_server;
+}
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,13 @@
 //! The API key never appears in `Debug`, `Display`, error source chains or logs, through a
 //! whole session that exercises every path (success, retries, errors of every kind).
 
-mod common;
+/// The shared test set-up (`tests/common`): the base these tests use.
+#[path = "common"]
+#[allow(dead_code)]
+mod common {
+    mod base;
+    pub use base::*;
+}
 
 use std::error::Error as _;
 use std::time::Duration;

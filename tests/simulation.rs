@@ -12,7 +12,13 @@
 //! A failing world prints its seed and the world in one line. Every failure it found has a
 //! named regression test in the test file of its topic.
 
-mod common;
+/// The shared test set-up (`tests/common`): only the helpers these tests use.
+#[path = "common"]
+#[allow(dead_code)]
+mod common {
+    pub mod matrix;
+    pub mod simulation;
+}
 
 use common::matrix::{self, Expect, TABLE_HEADER};
 use common::simulation::world;

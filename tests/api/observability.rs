@@ -1,7 +1,7 @@
 //! What a call reports of itself ([`CallInfo`]), against the sandbox on tokio's paused clock,
 //! so that every hold and backoff is exact.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The shared rate-limit state (feature `redis`) under the faults that `tests/redis.rs` does
+//! The shared rate-limit state (feature `redis`) under the faults that `state.rs` does
 //! not already play: Redis evicting the state under memory pressure, a
 //! restart at once without persistence, a slow link, a Redis blocked for a second, and a
 //! failover to a replica that lags.
@@ -11,9 +11,7 @@
 //! inside a `Retry-After`, no call failed but on the rate limit, and every call within its
 //! bound. Each prints its figures, the 429s per instance and fault event among them.
 
-#![cfg(feature = "redis")]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -236,7 +234,7 @@ async fn twelve_instances_go_on_safely_when_redis_evicts_the_state() {
 }
 
 /// Redis killed and started again at once on its port, without persistence, lost
-/// the state with the connections. (`tests/redis.rs` keeps Redis down for three windows,
+/// the state with the connections. (`state.rs` keeps Redis down for three windows,
 /// where the instances go on under headers alone.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_instances_go_on_safely_when_redis_restarts_empty() {

@@ -2,7 +2,44 @@
 //! sandbox's own decisions where it is silent, rate limits with the ban under a paused clock,
 //! and each injected fault.
 
-mod common;
+/// The set-up these tests share: a sandbox whose clock starts at a pinned instant, and a client
+/// of it that keeps its connections and never times out an attempt on tokio's paused clock.
+mod common {
+    use petstore_client::{PetStoreClient, PetStoreClientBuilder, RetryPolicy};
+    use petstore_sandbox::Sandbox;
+
+    /// 2027-01-15T08:00:00Z, the start of a minute: no test's windows depend on the second of
+    /// the minute it happens to run in.
+    const CLOCK_START_UNIX: u64 = 1_800_000_000;
+
+    /// A sandbox with the default keys whose clock starts at [`CLOCK_START_UNIX`].
+    pub async fn sandbox() -> Sandbox {
+        let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(CLOCK_START_UNIX);
+        Sandbox::builder()
+            .clock_start(start)
+            .start()
+            .await
+            .expect("the sandbox starts on a loopback port")
+    }
+
+    /// A client builder for `sandbox` with `key` and `policy`.
+    pub fn sandbox_client(
+        sandbox: &Sandbox,
+        key: &str,
+        policy: RetryPolicy,
+    ) -> PetStoreClientBuilder {
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(None)
+            .build()
+            .expect("a reqwest client");
+        PetStoreClient::builder()
+            .base_url(sandbox.base_url().as_str())
+            .api_key(key)
+            .http_client(http)
+            .attempt_timeout(None)
+            .retry_policy(policy)
+    }
+}
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

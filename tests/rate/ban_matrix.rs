@@ -10,7 +10,7 @@
 //! its kind requires, and no call longer than a window plus `max_server_wait`.
 //! `cargo bench --bench goodput` prints the same cells as a table.
 
-mod common;
+use crate::common;
 
 use common::matrix::{self, Cell, Figures, TABLE_HEADER};
 

@@ -1,7 +1,7 @@
 //! Building a client: configuration errors, accepted base URLs, the environment, a supplied
 //! `reqwest::Client`, and a key that never shows in `Debug` or `Display` output.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,9 +5,7 @@
 //! Every instance is built on its own (`RateLimitScope::Client`, its own `RedisState`), as
 //! separate processes or hosts would be: Redis is all they share.
 
-#![cfg(feature = "redis")]
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime};
 
@@ -742,7 +740,7 @@ async fn while_another_instance_probes_one_call_per_instance_asks_again() {
     client.list_pets().limit(1).send().await.unwrap();
     let mut connection = redis_connection(&redis).await;
     let keys = states(&mut connection).await;
-    let script = redis::Script::new(include_str!("../src/rate/redis.lua"));
+    let script = redis::Script::new(include_str!("../../src/rate/redis.lua"));
     let other = |outcome: &str, mode: &str| {
         let mut invocation = script.key(&keys[0]);
         invocation

@@ -418,13 +418,3 @@ pub fn capture_into(captured: &Captured, level: tracing::Level) {
     install_log_capture();
     CAPTURE.set(Some((captured.clone(), level)));
 }
-
-pub mod matrix;
-pub mod redis_cluster;
-#[cfg(feature = "redis")]
-pub mod redis_fleet;
-pub mod redis_server;
-pub mod redis_tls;
-pub mod simulation;
-pub mod slow_link;
-pub mod windows;

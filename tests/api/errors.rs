@@ -1,7 +1,7 @@
 //! Error responses of the service, and everything else a call can fail with: bodies that do not
 //! decode, refused connections, timeouts and oversized bodies.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -423,7 +423,7 @@ async fn the_readme_shows_the_message_of_a_missing_pet_as_the_sandbox_words_it()
 
     let error = client.get_pet(42).send().await.unwrap_err();
 
-    let readme = include_str!("../README.md")
+    let readme = include_str!("../../README.md")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");

@@ -1,7 +1,7 @@
 //! The deprecation notice of `getPet`: exposed on the response, and warned once per operation
-//! per process. Alone in its test binary, since the warning is process-wide.
+//! per process. No other test of its binary calls `getPet`, since the warning is process-wide.
 
-mod common;
+use crate::common;
 
 use chrono::{TimeZone, Utc};
 use common::{

@@ -3,7 +3,7 @@
 //! under a load far over the limit, a plan upgraded in mid-window; and against a rolling
 //! window whose reset moves with every answer.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

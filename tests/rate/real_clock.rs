@@ -4,8 +4,6 @@
 //! Bounded: every call has a deadline, and the run stops by itself. It asserts only what holds
 //! however loaded the machine is: the key is never banned.
 
-mod common;
-
 use std::time::Duration;
 
 use petstore_client::{Error, PetStoreClient, RateLimitScope};

@@ -5,7 +5,7 @@
 //! test's thread without one could reach the crate's span callsites first and have `tracing`
 //! cache them as disabled for the whole process (see `common::capture`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

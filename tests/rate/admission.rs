@@ -5,7 +5,7 @@
 //! the budget lasts, after a restart or on a cold start; `quota()` and `attempts()` say
 //! exactly what happened.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! quota pacer consistent (a request that may have reached the service counts as spent), and
 //! clones can come and go mid-flight.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

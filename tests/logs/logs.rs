@@ -2,7 +2,7 @@
 //! test here captures before anything else happens, so that the one global subscriber of
 //! `common::capture` is in place before any event of this binary (see there why).
 
-mod common;
+use crate::common;
 
 use petstore_client::{RetryBudget, RetryPolicy};
 use petstore_sandbox::Plan;

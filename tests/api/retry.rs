@@ -4,7 +4,7 @@
 //! The clients here have no per-attempt timeout and no idle-pool timer: with a paused clock,
 //! tokio jumps to the next timer whenever it waits for I/O, which would fire such timers early.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

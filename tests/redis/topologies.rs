@@ -8,9 +8,7 @@
 //! sees no request during its `Retry-After`, and no instance warns that Redis is unreachable.
 //! Each test runs on one thread, so that the log capture sees the tasks the calls spawn.
 
-#![cfg(feature = "redis")]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

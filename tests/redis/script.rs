@@ -2,16 +2,14 @@
 //! `redis-server` with chosen arguments: each rule of its contract, one at a time, without a
 //! fleet's timing in the way.
 
-#![cfg(feature = "redis")]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use common::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
-const SCRIPT: &str = include_str!("../src/rate/redis.lua");
+const SCRIPT: &str = include_str!("../../src/rate/redis.lua");
 const NAME: &str = "petstore-client:v1:00000000000000000000000000000000";
 
 /// One window report: limit, remaining, period, ms until it ends, admission number.

@@ -2,7 +2,7 @@
 //! every clone of a client, never an error when the headers are off, and a quota shown only on
 //! a 429 that does not hold the client back once its window has ended.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Utc};
 use common::{

@@ -1,12 +1,10 @@
-//! Issue 21, item 6, "almost free per call": an instance sharing its key's state through Redis
+//! Almost free per call: an instance sharing its key's state through Redis
 //! (feature `redis`) leases a share of the window's budget in one round trip and spends it on
 //! its own. Against a real `redis-server` and the sandbox, on the real clock and a
 //! multi-threaded runtime: what is asserted is safety and round trips per call, with a margin
 //! no load reaches, never durations or goodput.
 
-#![cfg(feature = "redis")]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -184,7 +182,7 @@ async fn a_quiet_another_instance_met_holds_a_leasing_instance() {
     let before = sandbox.request_log().len();
     let reported = Instant::now();
     // Quiet for 30 s, as another instance's 429 reports it.
-    let script = redis::Script::new(include_str!("../src/rate/redis.lua"));
+    let script = redis::Script::new(include_str!("../../src/rate/redis.lua"));
     let _: Vec<i64> = script
         .key(&keys[0])
         .arg("report")

@@ -1,7 +1,7 @@
 //! Every operation of the specification with every status it lists, and the exact requests
 //! the client sends for them.
 
-mod common;
+use crate::common;
 
 use chrono::{TimeZone, Utc};
 use common::{

@@ -2,7 +2,7 @@
 //! wiremock: exact requests, path validation before anything is sent, one rate discipline
 //! shared with the typed operations, retries by method, and decode errors with their path.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
