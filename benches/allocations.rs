@@ -98,13 +98,15 @@ fn main() {
         std::hint::black_box(client.clone());
     });
 
-    println!("allocations per list_pets(limit 100) call, {CALLS} calls each:");
-    println!("  crate: {crate_allocs:.1} allocations, {crate_bytes:.0} bytes");
-    println!("  raw:   {raw_allocs:.1} allocations, {raw_bytes:.0} bytes");
+    println!("| what | crate | raw | crate/raw | target |");
+    println!("| --- | --- | --- | --- | --- |");
     println!(
-        "  ratio: {:.3} allocations, {:.3} bytes (target <= 1.2)",
-        crate_allocs / raw_allocs,
+        "| allocations per list_pets(limit 100) call ({CALLS} calls) | {crate_allocs:.1} | {raw_allocs:.1} | {:.3} | <= 1.2 |",
+        crate_allocs / raw_allocs
+    );
+    println!(
+        "| bytes allocated per list_pets(limit 100) call | {crate_bytes:.0} | {raw_bytes:.0} | {:.3} | <= 1.2 |",
         crate_bytes / raw_bytes
     );
-    println!("allocations per client clone: {clone_allocs:.1} (target 0)");
+    println!("| allocations per client clone | {clone_allocs:.1} | | | 0 |");
 }

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use petstore_client::{NewPet, PetStoreClient};
-use support::{Raw, crate_client, fan_out, http_client, runtime, start_server};
+use support::{Raw, crate_client, fan_out, http_client, rounds, runtime, start_server};
 use tokio::runtime::Runtime;
 
+/// Paired rounds per case (`BENCH_QUICK=1`: 3).
 const ROUNDS: usize = 41;
 const CALLS_PER_BATCH: usize = 256;
 
@@ -76,6 +77,7 @@ fn main() {
     let http = http_client();
     let client = crate_client(addr, http.clone());
     let raw = Arc::new(Raw::new(addr, http));
+    let rounds = rounds(ROUNDS);
 
     println!("| case | median ratio crate/raw | interquartile range | target |");
     println!("| --- | --- | --- | --- |");
@@ -87,7 +89,7 @@ fn main() {
             // Warm the pool and both paths.
             batch(&rt, &client, &raw, Side::Crate, call, concurrency);
             batch(&rt, &client, &raw, Side::Raw, call, concurrency);
-            let mut ratios: Vec<f64> = (0..ROUNDS)
+            let mut ratios: Vec<f64> = (0..rounds)
                 .map(|round| {
                     let order = if round % 2 == 0 {
                         [Side::Crate, Side::Raw, Side::Raw, Side::Crate]
@@ -108,9 +110,9 @@ fn main() {
             ratios.sort_by(f64::total_cmp);
             println!(
                 "| {name}, concurrency {concurrency} | {:.3} | {:.3} to {:.3} | <= 1.03 |",
-                ratios[ROUNDS / 2],
-                ratios[ROUNDS / 4],
-                ratios[3 * ROUNDS / 4]
+                ratios[rounds / 2],
+                ratios[rounds / 4],
+                ratios[3 * rounds / 4]
             );
         }
     }

@@ -26,7 +26,7 @@ use criterion::Criterion;
 use petstore_client::{NewPet, PetStoreClient, RateLimitScope, RedisState};
 use petstore_sandbox::{Plan, Sandbox};
 use redis_server::RedisServer;
-use support::runtime;
+use support::{rounds, runtime};
 use tokio::runtime::Runtime;
 
 /// Limits that never bind. The minute's is the lower, so the sandbox always reports that one
@@ -356,7 +356,7 @@ fn main() {
 
     // `cargo test --benches` runs a bench without `--bench`: one round shows that it works.
     let rounds = if std::env::args().any(|arg| arg == "--bench") {
-        ROUNDS
+        rounds(ROUNDS)
     } else {
         1
     };

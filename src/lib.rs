@@ -14,8 +14,10 @@
 //!   ([`RetryBudget`]), a cooldown after a 429 shared by every client of the key in the
 //!   process, and pacing ([`Pacing`]) that costs a key's only user nothing while its answers
 //!   show it alone, and spreads the budget the service reports over each window, read on the
-//!   service's clock, once others are seen spending it. A key that keeps calling after a 429 can be banned by the service; the scenario
-//!   matrix in `tests/ban_matrix.rs` shows what this crate guarantees against that, and where.
+//!   service's clock, once others are seen spending it. A key that keeps calling after a 429
+//!   can be banned by the service: the contract this crate keeps against that is stated under
+//!   [Rate limits and retries](#rate-limits-and-retries), its model in the repository's
+//!   `docs/DESIGN.md`.
 //!
 //! # Getting started
 //!

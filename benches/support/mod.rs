@@ -17,6 +17,13 @@ use tokio::task::JoinSet;
 
 pub const KEY: &str = "FAKE-bench-key";
 
+/// Paired rounds a bench makes: `full`, or 3 when `BENCH_QUICK` is set (not empty, not `0`), as
+/// `scripts/benchmarks.sh --quick` does to check that the script runs. Quick figures are noisy.
+pub fn rounds(full: usize) -> usize {
+    let quick = std::env::var_os("BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
+    if quick { full.min(3) } else { full }
+}
+
 /// A JSON list of `n` pets, as the service would send it.
 pub fn pets_json(n: usize) -> String {
     let statuses = ["available", "pending", "sold"];
