@@ -184,6 +184,75 @@ impl RetryPolicy {
     }
 }
 
+/// The setters of 0.1, kept so that code written for it compiles, with a warning.
+impl RetryPolicy {
+    /// Sets how many times a call is retried after its first attempt.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().max_retries(n).build()`"
+    )]
+    #[must_use]
+    pub fn with_max_retries(self, max_retries: u32) -> Self {
+        RetryPolicyBuilder { policy: self }
+            .max_retries(max_retries)
+            .build()
+    }
+
+    /// Sets the delay before the first retry.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().initial_delay(d).build()`"
+    )]
+    #[must_use]
+    pub fn with_initial_delay(self, delay: Duration) -> Self {
+        RetryPolicyBuilder { policy: self }
+            .initial_delay(delay)
+            .build()
+    }
+
+    /// Sets the factor each delay is multiplied by, at least 1.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().factor(f).build()`"
+    )]
+    #[must_use]
+    pub fn with_factor(self, factor: f32) -> Self {
+        RetryPolicyBuilder { policy: self }.factor(factor).build()
+    }
+
+    /// Sets the longest delay between two attempts.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().max_delay(d).build()`"
+    )]
+    #[must_use]
+    pub fn with_max_delay(self, delay: Duration) -> Self {
+        RetryPolicyBuilder { policy: self }.max_delay(delay).build()
+    }
+
+    /// Sets whether delays are jittered.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().jitter(on).build()`"
+    )]
+    #[must_use]
+    pub fn with_jitter(self, jitter: bool) -> Self {
+        RetryPolicyBuilder { policy: self }.jitter(jitter).build()
+    }
+
+    /// Sets the longest a call waits for the rate limit in all.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `RetryPolicy::builder().max_server_wait(d).build()`"
+    )]
+    #[must_use]
+    pub fn with_max_server_wait(self, wait: Duration) -> Self {
+        RetryPolicyBuilder { policy: self }
+            .max_server_wait(wait)
+            .build()
+    }
+}
+
 /// Builds a [`RetryPolicy`]; every setting not set keeps its default (see the table there).
 ///
 /// ```
@@ -404,6 +473,31 @@ mod tests {
     use std::io;
 
     use crate::error::TimeoutKind;
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_setters_of_0_1_set_what_the_builder_sets() {
+        let old = RetryPolicy::none()
+            .with_max_retries(5)
+            .with_initial_delay(Duration::from_millis(10))
+            .with_factor(0.5)
+            .with_max_delay(Duration::from_secs(1))
+            .with_jitter(false)
+            .with_max_server_wait(Duration::from_secs(7));
+        let new = RetryPolicy::builder()
+            .max_retries(5)
+            .initial_delay(Duration::from_millis(10))
+            .factor(0.5)
+            .max_delay(Duration::from_secs(1))
+            .jitter(false)
+            .max_server_wait(Duration::from_secs(7))
+            .retry_budget(RetryPolicy::none().retry_budget())
+            .build();
+        assert_eq!(
+            old, new,
+            "each 0.1 setter sets what its builder setter does"
+        );
+    }
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)

@@ -197,6 +197,28 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// The setters of 0.1, kept so that code written for it compiles, with a warning.
+impl ApiError {
+    /// Sets the wait the service asked for in `Retry-After`.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `ApiError::builder(..).retry_after(d).build()`"
+    )]
+    #[must_use]
+    pub fn with_retry_after(self, retry_after: Duration) -> Self {
+        ApiErrorBuilder { error: self }
+            .retry_after(retry_after)
+            .build()
+    }
+
+    /// Sets the quota reported with the response.
+    #[deprecated(since = "0.3.0", note = "use `ApiError::builder(..).quota(q).build()`")]
+    #[must_use]
+    pub fn with_quota(self, quota: Quota) -> Self {
+        ApiErrorBuilder { error: self }.quota(quota).build()
+    }
+}
+
 /// Builds an [`ApiError`] with what a response's head said, to test your own error handling;
 /// see [`ApiError::builder`].
 ///
@@ -287,4 +309,26 @@ pub(crate) fn snippet(body: &[u8]) -> String {
 /// Supported, ...) state a lasting condition.
 pub(crate) fn is_transient_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_setters_of_0_1_set_what_the_builder_sets() {
+        let quota = Quota::new(60, 0, chrono::DateTime::UNIX_EPOCH);
+        let old = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+            .with_retry_after(Duration::from_secs(3))
+            .with_quota(quota);
+        let new = ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
+            .retry_after(Duration::from_secs(3))
+            .quota(quota)
+            .build();
+        assert_eq!(
+            old, new,
+            "each 0.1 setter sets what its builder setter does"
+        );
+    }
 }
