@@ -1,5 +1,5 @@
 //! A fleet of independent instances on one key, sharing their rate-limit state through Redis,
-//! against the sandbox on the real clock: what `tests/redis.rs` and `tests/redis_faults.rs`
+//! against the sandbox on the real clock: what `tests/redis/state.rs` and `tests/redis/faults.rs`
 //! run and assert.
 
 use std::collections::BTreeMap;
