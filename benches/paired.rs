@@ -1,5 +1,5 @@
-//! The overhead ratios of `benches/overhead.rs`, measured so that machine noise cancels out:
-//! crate and raw batches alternate (ABBA) round after round in one process, and the median of
+//! The crate's overhead against the same calls made with raw `reqwest` and `serde_json`, measured
+//! so that machine noise cancels out: crate and raw batches alternate (ABBA) round after round in one process, and the median of
 //! the per-round ratios is reported with its interquartile range. Criterion's separate runs of
 //! each side drift apart on a shared, noisy machine; this pairing does not.
 //!

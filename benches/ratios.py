@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Prints crate/raw median ratios from criterion's results (target/criterion).
 
-Run after `cargo bench --bench overhead --bench decode`.
+Run after `cargo bench --bench decode`.
 """
 import json
 import pathlib
 import sys
 
-TARGETS = {"list_pets": 1.03, "create_pet": 1.03, "decode": 1.05}
+TARGETS = {"decode": 1.05}
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
 
 

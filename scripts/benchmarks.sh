@@ -92,14 +92,13 @@ bench paired "Overhead against raw reqwest, paired" \
     tables "$work/paired.out"
 } >>"$work/paired.md"
 
-# overhead and decode: criterion medians, as ratios.
-bench criterion "Overhead and decoding against raw reqwest and serde_json, criterion" \
+# decode: criterion medians, as ratios.
+bench criterion "Decoding against serde_json, criterion" \
     env CRITERION_HOME="$criterion_dir" "${cargo[@]}" bench --quiet "${build[@]}" \
-    --bench overhead --bench decode -- "${criterion_args[@]}"
+    --bench decode -- "${criterion_args[@]}"
 {
-    command_line "cargo bench --bench overhead --bench decode && python3 benches/ratios.py"
-    echo "Each side measured on its own by criterion (medians); \`paired\` above is the steadier"
-    echo "measure of the same overhead."
+    command_line "cargo bench --bench decode && python3 benches/ratios.py"
+    echo "Each side measured on its own by criterion (medians)."
     echo
     python3 benches/ratios.py "$criterion_dir"
 } >>"$work/criterion.md"

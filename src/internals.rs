@@ -3,8 +3,8 @@
 
 /// Decodes a `listPets` body exactly as a call does.
 pub fn decode_pets(body: &[u8]) -> crate::Result<Vec<crate::Pet>> {
-    crate::http::decode(
-        crate::http::Operation::ListPets,
+    crate::execute::decode(
+        crate::execute::Operation::ListPets,
         ::http::StatusCode::OK,
         body,
     )
@@ -104,7 +104,7 @@ pub async fn rate_state_takes(heads: &[(u16, Vec<(String, String)>)]) -> Vec<Rat
             let permit = match rate.admit("listPets", give_up_at).await {
                 Ok((permit, _)) => permit,
                 Err(held) => {
-                    run.held = Some(crate::http::throttled(held));
+                    run.held = Some(crate::execute::throttled(held));
                     break;
                 }
             };

@@ -166,8 +166,8 @@ mod call_info;
 mod client;
 mod clock;
 mod error;
+mod execute;
 mod headers;
-mod http;
 #[cfg(feature = "metrics")]
 mod meter;
 mod models;

@@ -6,7 +6,7 @@ use crate::client::PetStoreClient;
 use crate::error::{Error, Result};
 use http::Method;
 
-use crate::http::{Call, Operation};
+use crate::execute::{Call, Operation};
 use crate::models::{NewPet, Pet, PetId, PetStatus};
 use crate::response::Response;
 use crate::retry::RetryPolicy;

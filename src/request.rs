@@ -12,7 +12,7 @@ use url::Url;
 
 use crate::client::PetStoreClient;
 use crate::error::{Cause, Error, Result};
-use crate::http::{Call, Operation};
+use crate::execute::{Call, Operation};
 use crate::response::Response;
 use crate::retry::RetryPolicy;
 

@@ -10,7 +10,7 @@
 //! [`Permit`].
 //!
 //! This module reads response heads through `headers` and time through `clock`, and imports
-//! nothing else of the crate: it says why a request is held ([`Held`]), and `http` makes
+//! nothing else of the crate: it says why a request is held ([`Held`]), and `execute` makes
 //! that an error. The backoff of its cooldown comes from the caller, as a function.
 
 mod budget;

@@ -385,7 +385,7 @@ fn newer_kind_cells() -> Vec<Cell> {
 
 /// 16 and 32 independent instances on the Free plan's 60 a minute, four tasks each: fewer
 /// requests a minute than instances have tasks; and 16 that start 5 ms apart on 10-second
-/// windows, as the processes of `examples/fleet.rs` do.
+/// windows, as the processes of `tools/fleet` do.
 fn many_instances_cells() -> Vec<Cell> {
     let mut cells: Vec<Cell> = [16, 32]
         .into_iter()

@@ -1,7 +1,7 @@
 //! A real `redis-server` (Debian package `redis-server`) on a free loopback port or a Unix
 //! socket, without persistence, in a directory of its own, started for a test and stopped by
 //! its PID when dropped; also as a Sentinel. A test that needs one fails loudly when it cannot
-//! start: `.ci/run` installs the package. `examples/fleet.rs` includes this file too, for
+//! start: `.ci/run` installs the package. `tools/fleet` includes this file too, for
 //! `--start-redis`.
 
 use std::io::{Read, Write};

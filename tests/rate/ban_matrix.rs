@@ -305,7 +305,7 @@ async fn thirty_two_independent_instances_half_of_them_joining_each_period_a_sec
     check([cell(HALF_THE_FLEET_JOINING_LATE)]).await;
 }
 
-/// What `cargo run --release --example fleet -- --processes 16` does on the real clock, on the
+/// What `cargo run --release -p petstore-fleet -- --processes 16` does on the real clock, on the
 /// paused one. Found there: the first instance, alone, spent the window at once without a 429,
 /// and the first request of every instance that started after it met the spent window (86
 /// requests, 26 × 429, 25 inside one `Retry-After`, a ban).

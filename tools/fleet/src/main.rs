@@ -2,17 +2,17 @@
 //! standalone sandbox on the real clock: does the fleet use its allowance without 429s, calls
 //! during a cooldown, or bans?
 //!
-//! `cargo run --release --example fleet -- [--processes 4] [--tasks 16] [--seconds 60]
+//! `cargo run --release -p petstore-fleet -- [--processes 4] [--tasks 16] [--seconds 60]
 //! [--window 10] [--per-window 60]`
 //!
 //! The same fleet sharing its rate-limit state in Redis (`RedisState`, feature `redis`), in a
-//! `redis-server` the example starts on a free loopback port and kills at the end (Debian
+//! `redis-server` the tool starts on a free loopback port and kills at the end (Debian
 //! package `redis-server`), or in one already running:
 //!
-//! `cargo run --release --features redis --example fleet -- --processes 4 --tasks 16
+//! `cargo run --release -p petstore-fleet --features redis -- --processes 4 --tasks 16
 //! --seconds 60 --window 10 --per-window 60 --start-redis`
 //!
-//! `cargo run --release --features redis --example fleet -- --redis redis://127.0.0.1:6379/`
+//! `cargo run --release -p petstore-fleet --features redis -- --redis redis://127.0.0.1:6379/`
 //!
 //! The parent starts the `petstore-sandbox` command (building it if it is not beside this
 //! executable's folder), then `--processes` copies of itself in worker mode. Each worker
@@ -25,8 +25,8 @@
 //! if any key was banned or goodput is under 90%; with Redis, if there was any 429 or goodput is
 //! under 98%.
 
-#[path = "../tests/common/redis_server.rs"]
-#[allow(dead_code)] // the tests' helper: this example only starts and stops the server
+#[path = "../../../tests/common/redis_server.rs"]
+#[allow(dead_code)] // the tests' helper: this tool only starts and stops the server
 mod redis_server;
 
 use std::collections::BTreeMap;
@@ -39,13 +39,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use petstore_client::{Error, PetStoreClient, PetStoreClientBuilder};
 
-const USAGE: &str = "usage: cargo run --release [--features redis] --example fleet -- \
+const USAGE: &str = "usage: cargo run --release -p petstore-fleet [--features redis] -- \
 [--processes 4] [--tasks 16] [--seconds 60] [--window 10] [--per-window 60] \
 [--redis URL | --start-redis]";
 
 /// Why `--redis` and `--start-redis` fail in a build without the feature.
 const NEEDS_REDIS_FEATURE: &str = "--redis and --start-redis need the `redis` feature: add \
-`--features redis` (cargo run --release --features redis --example fleet -- ...)";
+`--features redis` (cargo run --release -p petstore-fleet --features redis -- ...)";
 
 /// The key the fleet registers with the sandbox, on a plan of `--per-window` per window.
 const FLEET_KEY: &str = "fleet-key";
@@ -218,14 +218,13 @@ fn start_sandbox(options: &Options) -> Result<SandboxProcess, String> {
     })
 }
 
-/// The `petstore-sandbox` command of this build (examples are built in the `examples` folder
-/// of the profile's, binaries in the profile's), built with the same profile if absent.
+/// The `petstore-sandbox` command of this build, beside this one in the profile's folder, built
+/// with the same profile if absent.
 fn sandbox_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let dir = exe
         .parent()
-        .and_then(Path::parent)
-        .ok_or("this executable is not in a profile's `examples` folder")?;
+        .ok_or("this executable is not in a profile's folder")?;
     let binary = dir.join(format!("petstore-sandbox{}", std::env::consts::EXE_SUFFIX));
     if binary.exists() {
         return Ok(binary);
