@@ -369,7 +369,7 @@ impl PetStoreClient {
                 operation = operation.name(),
                 deprecated_at = notice.deprecated_at.map(rfc3339),
                 sunset = notice.sunset.map(rfc3339),
-                "the Pet Store API reports this operation as deprecated; migrate before its sunset"
+                "the Pet Store API reports this operation as deprecated: it may go after its sunset date; the crate's documentation of the operation says what replaces it, and what does not"
             );
         }
     }

@@ -174,7 +174,7 @@ async fn a_hold_of_a_second_or_more_is_told_at_info() {
         holds[0].contains("INFO") && holds[0].contains("budget of the window is spent"),
         "expected the hold and its reason at INFO, the log reads:\n{text}"
     );
-    assert_line_says(holds[0], "the wait", "wait=Some(");
+    assert_line_says(holds[0], "the wait in seconds", "wait_s=");
 }
 
 /// More instances than the contract keeps from a ban without shared state: the budget falls 30
