@@ -287,9 +287,19 @@ impl RateLimiter {
                 let wait_s = wait.map(|wait| wait.as_millis() as f64 / 1000.0);
                 // A wait a user would notice is told at INFO, so that a CLI is not silent.
                 if wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD) {
-                    tracing::info!(operation, reason = hold.describe(), wait_s, "holding request");
+                    tracing::info!(
+                        operation,
+                        reason = hold.describe(),
+                        wait_s,
+                        "holding request"
+                    );
                 } else {
-                    tracing::debug!(operation, reason = hold.describe(), wait_s, "holding request");
+                    tracing::debug!(
+                        operation,
+                        reason = hold.describe(),
+                        wait_s,
+                        "holding request"
+                    );
                 }
             }
             // Woken or timed out, either way: look again.
