@@ -53,7 +53,7 @@
 //! # Errors
 //!
 //! Every call returns [`Result<T>`](Result). An [`Error::Api`] keeps what the service said
-//! (status as an [`http::StatusCode`](::http::StatusCode), `code`, `message`, quota and `Retry-After`); transport
+//! (status as an [`http::StatusCode`], `code`, `message`, quota and `Retry-After`); transport
 //! failures (with the address, and the operating system's error as the `source()`), timeouts
 //! (and which one fired), decode errors (with the JSON path) and invalid arguments (caught
 //! before anything is sent) are variants of their own. Predicates answer the usual questions
