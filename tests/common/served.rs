@@ -18,11 +18,20 @@ use super::{CLOCK_START_UNIX, Cell};
 /// what the service could have served in them, and that allowance.
 pub fn served(cell: &Cell, run: &[LoggedRequest], minutes: &[(u64, u64)]) -> (u64, u64) {
     let mut days: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    for (index, successes) in minutes.iter().filter(|(i, _)| !stepped_over(cell, *i)) {
+    let measured: Vec<&(u64, u64)> = minutes
+        .iter()
+        .filter(|(i, _)| !stepped_over(cell, *i))
+        .collect();
+    let origin = measured.first().map_or(0, |(i, _)| i * cell.minute);
+    for (index, successes) in measured {
         let start = index * cell.minute;
-        days.entry(start / cell.day.max(1))
-            .or_default()
-            .push((*index, *successes));
+        // A fixed day window is aligned to its length; a sliding one counts any day: the
+        // measured windows are taken a day's length at a time from the first.
+        let day = match cell.window_kind {
+            WindowKind::Sliding => (start - origin) / cell.day.max(1),
+            _ => start / cell.day.max(1),
+        };
+        days.entry(day).or_default().push((*index, *successes));
     }
     let (mut used, mut allowed) = (0, 0);
     for (day, windows) in days {
