@@ -367,7 +367,15 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a plan change", 0.5));
     }
     let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
-    if apart.is_some_and(|apart| apart * 10 > cell.minute) {
+    if apart.is_some_and(|apart| apart * 2 >= cell.minute) {
+        // A `Date` off from the limiter's clock by half a window or more cannot place the
+        // window's end: the client waits for the latest end the `Date`s allow, which may skip
+        // whole windows (docs/DESIGN.md, limits). Safety alone.
+        hard.push((
+            "backends off the limiter's clock by half a window or more",
+            0.0,
+        ));
+    } else if apart.is_some_and(|apart| apart * 10 > cell.minute) {
         // Ends placed through `Date` from backends off the limiter's clock by more than a
         // tenth of the window: a share of each window spent waiting or in a 429's wait.
         hard.push((
