@@ -13,8 +13,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use petstore_client::RetryPolicy;
 use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
+use super::matrix::served::server_unix;
 use super::matrix::{
     CLOCK_START_UNIX, Cell, ClockStep, Expect, MOST_UNREPORTED, PlanChange, Sharing,
 };
@@ -204,11 +206,13 @@ pub fn world(seed: u64) -> Cell {
             change.after.as_secs_f64()
         ));
     }
-    if cell.within_contract() {
-        // Long enough for two full windows after the injected faults' quiet: the windows in it
-        // may serve nothing, and a floor wants windows to be measured by.
-        let quiet = (injected_quiet(&cell) / cell.minute as f64).ceil() as u64;
-        cell.windows = cell.windows.max(quiet + 3);
+    let held = cell.within_contract() && hardships(&cell).iter().all(|(_, share)| *share > 0.0);
+    if held {
+        // A world held to a floor runs long enough for two full windows after the quiet
+        // (`quiet`), and for those a step back of the clock gives again: the windows in the
+        // quiet may serve nothing, and a floor wants windows to be measured by.
+        let quiet = (quiet(&cell) / cell.minute as f64).ceil() as u64;
+        cell.windows = cell.windows.max(quiet + stepped_back(&cell) + 3);
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
     cell.extra_429s = Some(most_429s(&cell).saturating_sub(cell.instances));
@@ -322,7 +326,7 @@ pub fn goodput_floor(cell: &Cell) -> f64 {
     // contract 1 paces its shares over each window (rule F) and reopens a second late.
     let base = if processes(cell) == 1 { 0.9 } else { 0.5 };
     let hard: f64 = hardships(cell).iter().map(|(_, share)| share).product();
-    base * hard * free_of_injected_waits(cell) * room_for_round_trips(cell)
+    base * hard * free_of_quiet(cell) * room_for_round_trips(cell)
 }
 
 /// What each kind of world makes hard that a floor is scaled for, in words and as the share of
@@ -400,17 +404,19 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
     hard
 }
 
-/// The share of the run's full windows that begin after the longest the injected faults may
-/// keep the key quiet, counted from the start: those before may serve nothing.
-fn free_of_injected_waits(cell: &Cell) -> f64 {
-    let quiet = injected_quiet(cell);
+/// The share of the run's full windows (on the limiter's clock, to the run's end) that begin
+/// after the longest the key may be kept quiet ([`quiet`]), counted from the start: those
+/// before may serve nothing.
+fn free_of_quiet(cell: &Cell) -> f64 {
+    let quiet = quiet(cell);
     if quiet == 0.0 {
         return 1.0;
     }
     let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
     let length = cell.minute as f64;
     let first = (start / length).floor() as i64 + 1;
-    let last = ((start + length * cell.windows as f64) / length).floor() as i64 - 1;
+    let run = Duration::from_secs(cell.minute * cell.windows);
+    let last = (server_unix(cell, run) as f64 / length).floor() as i64 - 1;
     if last < first {
         return 1.0;
     }
@@ -457,13 +463,39 @@ fn latency(fault: &Fault) -> Option<Duration> {
     Some(Duration::from_secs_f64(seconds))
 }
 
+/// The longest the client's reading of the service's clock keeps to itself after the clock
+/// steps forward, in seconds: it follows the step after sixteen answers ahead, or a minute.
+const STEP_FOLLOWED_WITHIN: f64 = 60.0;
+
+/// How long after the start the key may serve a world nothing, in seconds: the injected
+/// faults' waits ([`injected_quiet`]); without quota headers, then the first window rule S's
+/// slow start spends and the retry policy's longest backoff after it, as each of the 429s
+/// that meet the requests on the wire (up to eight) closes the gate as one more in a row;
+/// and the minute after a step forward of the service's clock, which the client's reading of
+/// that clock follows only after sixteen answers ahead or a minute, placing each window's end
+/// late by the step meanwhile.
+pub fn quiet(cell: &Cell) -> f64 {
+    let mut quiet = injected_quiet(cell);
+    if cell.headerless() {
+        let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
+        let length = cell.minute as f64;
+        let spent = ((start + quiet) / length).floor() * length + length;
+        let backoff = RetryPolicy::default().max_delay().as_secs_f64();
+        quiet = spent - start + backoff + longest_latency(cell).as_secs_f64();
+    }
+    if let Some(step) = cell.clock_step.filter(|step| step.by > 0) {
+        quiet = quiet.max(step.after.as_secs_f64() + step.by as f64 + STEP_FOLLOWED_WITHIN);
+    }
+    quiet
+}
+
 /// How long after the start the injected faults may keep the key quiet, in seconds: they meet
 /// the first requests admitted, one after another, and each keeps the key quiet for a round
 /// trip and its `Retry-After`
 /// (seconds rounded up, or until an HTTP-date) and rule C's second, or, without one it reads,
 /// for the retry policy's backoff at its longest (1 s, doubling with each in a row, at most
 /// 8 s), whichever is longer.
-pub fn injected_quiet(cell: &Cell) -> f64 {
+fn injected_quiet(cell: &Cell) -> f64 {
     let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
     let late = longest_latency(cell).as_secs_f64();
     // The faults meet the first requests the limiter admits: after the window an earlier run
@@ -500,6 +532,14 @@ pub fn injected_quiet(cell: &Cell) -> f64 {
         }
     }
     quiet
+}
+
+/// How many minute windows a step back of the service's clock takes from the run: the
+/// limiter's clock covers that much less of it.
+fn stepped_back(cell: &Cell) -> u64 {
+    cell.clock_step
+        .filter(|step| step.by < 0)
+        .map_or(0, |step| step.by.unsigned_abs().div_ceil(cell.minute) + 1)
 }
 
 /// How many times a fault applies, from its `Debug` text (once where it does not say).
