@@ -1086,6 +1086,7 @@ pub const EARLIER_RUN: &str = "earlier-run";
 /// Runs one cell; call it on a paused clock.
 pub async fn run(cell: &Cell) -> Figures {
     const KEY: &str = "matrix-key";
+    let opened = Instant::now();
     let sandbox = start_sandbox(cell, KEY).await;
     // One HTTP client for every instance: building one loads the system's root certificates
     // (through OpenSSL with `native-tls`), which took half the explorer's time, and the
@@ -1190,7 +1191,8 @@ pub async fn run(cell: &Cell) -> Figures {
     let stats = sandbox.stats();
     figures.bans = stats.bans();
     figures.during_cooldown = stats.during_cooldown();
-    count_the_log(cell, &log, deadline, &mut figures);
+    let end = served::server_unix(cell, deadline - opened);
+    count_the_log(cell, &log, (deadline, end), &mut figures);
     figures
 }
 
@@ -1306,11 +1308,18 @@ fn clients(
 }
 
 /// The figures the sandbox's log gives. Goodput counts the minute windows wholly inside the
-/// run, before its `deadline` (calls still under way then end after it, and their requests are
-/// not the run's), against what the service could have served in them ([`served`]).
-fn count_the_log(cell: &Cell, log: &[LoggedRequest], deadline: Instant, figures: &mut Figures) {
+/// run, from its first request to its deadline (`end`: the deadline, and the limiter's unix
+/// second then; calls still under way then end after it, and their requests are not the
+/// run's), against what the service could have served in them ([`served`]): windows where
+/// every call was held count, as a run cut short at its last request would hide them.
+fn count_the_log(
+    cell: &Cell,
+    log: &[LoggedRequest],
+    (deadline, end): (Instant, i64),
+    figures: &mut Figures,
+) {
     let run: Vec<LoggedRequest> = log.iter().filter(|r| r.at < deadline).cloned().collect();
-    let minutes = full_windows(&run, cell.minute);
+    let minutes = windows_before(&run, cell.minute, end.max(0) as u64 / cell.minute);
     figures.per_minute = minutes.iter().map(|(_, n)| *n).collect();
     figures.per_day = successes_per_window(&run, cell.day);
     let (used, allowance) = served::served(cell, &run, &minutes);
@@ -1391,10 +1400,19 @@ pub fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
 
 /// [`successes_per_window`] with each window's index (its start in unix seconds / `length`).
 fn full_windows(log: &[LoggedRequest], length: u64) -> Vec<(u64, u64)> {
-    let (Some(first), Some(last)) = (log.first(), log.last()) else {
+    let Some(last) = log.last() else {
         return Vec::new();
     };
-    let (first, last) = (window_of(first, length), window_of(last, length));
+    windows_before(log, length, window_of(last, length))
+}
+
+/// Successes in each window after the first request's and before the window `last` (an
+/// index), on the sandbox's clock, with each window's index.
+fn windows_before(log: &[LoggedRequest], length: u64, last: u64) -> Vec<(u64, u64)> {
+    let Some(first) = log.first() else {
+        return Vec::new();
+    };
+    let first = window_of(first, length);
     let mut counts: BTreeMap<u64, u64> = (first + 1..last).map(|w| (w, 0)).collect();
     for request in log.iter().filter(|r| r.status == Some(200)) {
         if let Some(count) = counts.get_mut(&window_of(request, length)) {
