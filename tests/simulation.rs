@@ -99,18 +99,30 @@ fn worlds_with_odd_seeds_keep_the_invariants() {
     assert_no_failure(1);
 }
 
-/// The explorer's floors have reach: nine worlds in ten are held to a goodput above zero, the
-/// rest being past the contract (safety alone).
+/// The least share of the first [`DEFAULT_WORLDS`] worlds held to a goodput floor above zero.
+/// The rest are held to safety alone: fleets past the contract (more than 9 independent
+/// instances, drawn in 15% of independent worlds; more than one without quota headers) and
+/// backends off the limiter's clock by half a window or more (two and five second windows
+/// under the narrow draw's few seconds, or the wide draw's minutes).
+const HELD_TO_A_FLOOR: f64 = 0.765;
+
+/// The explorer's floors have reach: three worlds in four and more are held to a goodput
+/// above zero.
 #[test]
-fn nine_worlds_in_ten_are_held_to_a_goodput_floor() {
+fn three_worlds_in_four_are_held_to_a_goodput_floor() {
     let held = (0..DEFAULT_WORLDS)
         .filter(|&seed| matches!(world(seed).expect, Expect::Goodput(floor) if floor > 0.0))
         .count() as f64;
     let share = held / DEFAULT_WORLDS as f64;
+    println!(
+        "{held} of the first {DEFAULT_WORLDS} worlds ({:.1}%) are held to a goodput floor above zero",
+        100.0 * share
+    );
     assert!(
-        share >= 0.9,
-        "expected at least 90% of the first {DEFAULT_WORLDS} worlds held to a goodput floor \
+        share >= HELD_TO_A_FLOOR,
+        "expected at least {:.0}% of the first {DEFAULT_WORLDS} worlds held to a goodput floor \
          above zero, got {:.1}%",
+        100.0 * HELD_TO_A_FLOOR,
         100.0 * share
     );
 }

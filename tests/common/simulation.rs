@@ -373,8 +373,9 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
     let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
     if apart.is_some_and(|apart| apart * 2 >= cell.minute) {
         // A `Date` off from the limiter's clock by half a window or more cannot place the
-        // window's end: the client waits for the latest end the `Date`s allow, which may skip
-        // whole windows (docs/DESIGN.md, limits). Safety alone.
+        // window's end: the client keeps the reading of the backend furthest behind and
+        // waits for the latest end the `Date`s allow, which may skip whole windows
+        // (`clock/server_time.rs`). Safety alone.
         hard.push((
             "backends off the limiter's clock by half a window or more",
             0.0,
