@@ -129,11 +129,16 @@ fn stepped_over(cell: &Cell, index: u64) -> bool {
 
 /// The limiter's clock, in unix seconds, `elapsed` after the sandbox starts.
 pub fn server_unix(cell: &Cell, elapsed: Duration) -> i64 {
+    server_millis(cell, elapsed).div_euclid(1_000)
+}
+
+/// The limiter's clock, in unix milliseconds, `elapsed` after the sandbox starts.
+fn server_millis(cell: &Cell, elapsed: Duration) -> i64 {
     let step = cell
         .clock_step
         .filter(|step| elapsed >= step.after)
         .map_or(0, |step| step.by);
-    CLOCK_START_UNIX as i64 + cell.offset + elapsed.as_secs() as i64 + step
+    (CLOCK_START_UNIX as i64 + cell.offset + step) * 1_000 + elapsed.as_millis() as i64
 }
 
 /// What the plan allows in the minute window `index`: the plan in force, and in the window
@@ -145,10 +150,11 @@ pub fn allowance(cell: &Cell, index: u64) -> u64 {
         return old;
     };
     let new = u64::from(change.per_minute);
-    let at = server_unix(cell, change.after);
+    // To the millisecond: a change a fraction of a second into a window is in it.
+    let at = server_millis(cell, change.after);
     let (start, end) = (
-        (index * cell.minute) as i64,
-        ((index + 1) * cell.minute) as i64,
+        (index * cell.minute * 1_000) as i64,
+        ((index + 1) * cell.minute * 1_000) as i64,
     );
     if at <= start {
         new
