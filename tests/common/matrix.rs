@@ -16,6 +16,8 @@ use tokio::time::Instant;
 // Beside this file, so that `benches/goodput.rs`, which includes this file alone, finds it.
 #[path = "holds.rs"]
 pub mod holds;
+#[path = "served.rs"]
+pub mod served;
 
 /// Tasks per instance, each calling back to back.
 pub const TASKS: usize = 16;
@@ -61,7 +63,8 @@ pub struct PlanChange {
 /// What a cell must achieve besides never getting the key banned.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Expect {
-    /// At least this share of the minute allowance, over the full windows.
+    /// At least this share of what the service could have served in the full minute windows
+    /// (the minute and day budgets, the plan in force: [`served`]).
     Goodput(f64),
     /// Every full day window uses all of the day budget, and no more.
     DayBudget,
@@ -1083,6 +1086,7 @@ pub const EARLIER_RUN: &str = "earlier-run";
 /// Runs one cell; call it on a paused clock.
 pub async fn run(cell: &Cell) -> Figures {
     const KEY: &str = "matrix-key";
+    let opened = Instant::now();
     let sandbox = start_sandbox(cell, KEY).await;
     // One HTTP client for every instance: building one loads the system's root certificates
     // (through OpenSSL with `native-tls`), which took half the explorer's time, and the
@@ -1187,7 +1191,8 @@ pub async fn run(cell: &Cell) -> Figures {
     let stats = sandbox.stats();
     figures.bans = stats.bans();
     figures.during_cooldown = stats.during_cooldown();
-    count_the_log(cell, &log, deadline, &mut figures);
+    let end = served::server_unix(cell, deadline - opened);
+    count_the_log(cell, &log, (deadline, end), &mut figures);
     figures
 }
 
@@ -1302,27 +1307,28 @@ fn clients(
     }
 }
 
-/// The figures the sandbox's log gives. Goodput counts the windows wholly inside the run,
-/// before its `deadline`: calls still under way then end after it, and their requests are
-/// not the run's.
-fn count_the_log(cell: &Cell, log: &[LoggedRequest], deadline: Instant, figures: &mut Figures) {
+/// The figures the sandbox's log gives. Goodput counts the minute windows wholly inside the
+/// run, from its first request to its deadline (`end`: the deadline, and the limiter's unix
+/// second then; calls still under way then end after it, and their requests are not the
+/// run's), against what the service could have served in them ([`served`]): windows where
+/// every call was held count, as a run cut short at its last request would hide them.
+fn count_the_log(
+    cell: &Cell,
+    log: &[LoggedRequest],
+    (deadline, end): (Instant, i64),
+    figures: &mut Figures,
+) {
     let run: Vec<LoggedRequest> = log.iter().filter(|r| r.at < deadline).cloned().collect();
-    let minutes = full_windows(&run, cell.minute);
+    let minutes = windows_before(&run, cell.minute, end.max(0) as u64 / cell.minute);
     figures.per_minute = minutes.iter().map(|(_, n)| *n).collect();
     figures.per_day = successes_per_window(&run, cell.day);
-    // Each window's successes up to what it allowed: after a downgrade, a window may have
-    // used more than the new plan allows.
-    let allowances: Vec<u64> = minutes.iter().map(|(i, _)| allowance(cell, *i)).collect();
-    let used: u64 = minutes
-        .iter()
-        .zip(&allowances)
-        .map(|((_, n), allowed)| *n.min(allowed))
-        .sum();
-    let allowance: u64 = allowances.iter().sum();
+    let (used, allowance) = served::served(cell, &run, &minutes);
+    // Where the service could serve nothing (a day spent before the first full window),
+    // nothing was missed.
     figures.goodput = if allowance > 0 {
         used as f64 / allowance as f64
     } else {
-        0.0
+        1.0
     };
     figures.requests = log.len();
     figures.limited = log.iter().filter(|r| r.status == Some(429)).count();
@@ -1394,10 +1400,19 @@ pub fn successes_per_window(log: &[LoggedRequest], length: u64) -> Vec<u64> {
 
 /// [`successes_per_window`] with each window's index (its start in unix seconds / `length`).
 fn full_windows(log: &[LoggedRequest], length: u64) -> Vec<(u64, u64)> {
-    let (Some(first), Some(last)) = (log.first(), log.last()) else {
+    let Some(last) = log.last() else {
         return Vec::new();
     };
-    let (first, last) = (window_of(first, length), window_of(last, length));
+    windows_before(log, length, window_of(last, length))
+}
+
+/// Successes in each window after the first request's and before the window `last` (an
+/// index), on the sandbox's clock, with each window's index.
+fn windows_before(log: &[LoggedRequest], length: u64, last: u64) -> Vec<(u64, u64)> {
+    let Some(first) = log.first() else {
+        return Vec::new();
+    };
+    let first = window_of(first, length);
     let mut counts: BTreeMap<u64, u64> = (first + 1..last).map(|w| (w, 0)).collect();
     for request in log.iter().filter(|r| r.status == Some(200)) {
         if let Some(count) = counts.get_mut(&window_of(request, length)) {
@@ -1405,38 +1420,6 @@ fn full_windows(log: &[LoggedRequest], length: u64) -> Vec<(u64, u64)> {
         }
     }
     counts.into_iter().collect()
-}
-
-/// The sandbox's clock, in unix seconds, `elapsed` after it starts.
-fn server_unix(cell: &Cell, elapsed: Duration) -> i64 {
-    let step = cell
-        .clock_step
-        .filter(|step| elapsed >= step.after)
-        .map_or(0, |step| step.by);
-    CLOCK_START_UNIX as i64 + cell.offset + elapsed.as_secs() as i64 + step
-}
-
-/// What the plan allows in the minute window `index`: the plan in force, and in the window
-/// where the plan changes, the lower of the two limits (a client that spent the old
-/// allowance before an upgrade cannot learn of it until the window ends).
-fn allowance(cell: &Cell, index: u64) -> u64 {
-    let old = u64::from(cell.per_minute);
-    let Some(change) = cell.plan_change else {
-        return old;
-    };
-    let new = u64::from(change.per_minute);
-    let at = server_unix(cell, change.after);
-    let (start, end) = (
-        (index * cell.minute) as i64,
-        ((index + 1) * cell.minute) as i64,
-    );
-    if at <= start {
-        new
-    } else if at < end {
-        old.min(new)
-    } else {
-        old
-    }
 }
 
 /// 2xx answers logged (the log is in the order of answers) after a 429 to a request that

@@ -8,15 +8,15 @@
 //! `SIM_MAX_INSTANCES` (default [`DEFAULT_MAX_INSTANCES`]) caps the independent instances of
 //! a world; above 8, worlds of 16 and 32 independent instances are drawn too, as drawn, and held
 //! to the contract's count alone (at most one request per instance inside any `Retry-After`).
-//! `SIM_STRICT=1`
-//! holds worlds with a plan change, or with a backend off the limiter's clock by more than a
-//! tenth of the window, to the goodput floor as well (by default only their safety is checked:
-//! today's client falls short of the floor in some of them).
+//! Every world within the contract is held to a goodput floor stated for its kind
+//! ([`goodput_floor`]).
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use petstore_client::RetryPolicy;
 use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
+use super::matrix::served::server_unix;
 use super::matrix::{
     CLOCK_START_UNIX, Cell, ClockStep, Expect, MOST_UNREPORTED, PlanChange, Sharing,
 };
@@ -24,11 +24,6 @@ use super::matrix::{
 /// The most independent instances a world has unless `SIM_MAX_INSTANCES` says otherwise: 211
 /// of the first 2,000 worlds have 16 or 32 independent instances on one key.
 pub const DEFAULT_MAX_INSTANCES: usize = 32;
-
-/// Whether `SIM_STRICT` asks for the goodput floor in every world that allows one.
-fn strict() -> bool {
-    std::env::var("SIM_STRICT").is_ok_and(|value| !value.is_empty() && value != "0")
-}
 
 /// `SIM_MAX_INSTANCES`, or [`DEFAULT_MAX_INSTANCES`].
 pub fn max_instances() -> usize {
@@ -211,6 +206,14 @@ pub fn world(seed: u64) -> Cell {
             change.after.as_secs_f64()
         ));
     }
+    let held = cell.within_contract() && hardships(&cell).iter().all(|(_, share)| *share > 0.0);
+    if held {
+        // A world held to a floor runs long enough for two full windows after the quiet
+        // (`quiet`), and for those a step back of the clock gives again: the windows in the
+        // quiet may serve nothing, and a floor wants windows to be measured by.
+        let quiet = (quiet(&cell) / cell.minute as f64).ceil() as u64;
+        cell.windows = cell.windows.max(quiet + stepped_back(&cell) + 3);
+    }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
     cell.extra_429s = Some(most_429s(&cell).saturating_sub(cell.instances));
     cell
@@ -309,61 +312,235 @@ fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, Str
     }
 }
 
-/// The share of the minute allowance a world must use. Safety is checked in every world; a
-/// floor only where the world allows one: no faults, no cancellations, quota shown as
-/// specified, no step of the clock (which shortens or skips windows), no day window that binds,
-/// no earlier run's 429 to start into, and budget enough for every instance, before and after
-/// a plan change. Long windows and two host names keep the floor; sliding ones keep a fleet's
-/// half. Unless `SIM_STRICT` is set, no floor either with a plan change or a backend off the
-/// limiter's clock by more than a tenth of the window: today's client uses too little of the
-/// allowance after a downgrade, and waits `reset - Date` where a backend behind the limiter
-/// dates its answers early.
-fn goodput_floor(cell: &Cell) -> f64 {
-    let far_backend = cell
-        .backends
-        .iter()
-        .any(|offset| offset.unsigned_abs() * 10 > cell.minute);
-    let known_short = cell.plan_change.is_some() || far_backend;
-    let clean = cell.faults.is_empty()
-        && !cell.cancel_half
-        && cell.quota_fields == QuotaFields::XRateLimit
-        && cell.per_day >= 1_000_000
-        && cell.clock_step.is_none()
-        && cell.earlier_run <= cell.per_minute
-        && (!known_short || strict());
+/// The share of what the service could have served in the run's full minute windows
+/// (`matrix::served`) a world must use. Past the contract (more than 9 independent instances,
+/// or more than one without rate-limit headers) a world is held to its safety alone. Within
+/// it: the contract's own share for who spends the key, scaled down by each thing the world
+/// makes hard ([`hardships`]), by the share of the full windows an injected fault's wait
+/// leaves free, and by the requests round trips this long leave room for.
+pub fn goodput_floor(cell: &Cell) -> f64 {
+    if !cell.within_contract() {
+        return 0.0;
+    }
+    // Contract 2: a key's only user is never held while the budget lasts; a fleet within
+    // contract 1 paces its shares over each window (rule F) and reopens a second late.
+    let base = if processes(cell) == 1 { 0.9 } else { 0.5 };
+    let hard: f64 = hardships(cell).iter().map(|(_, share)| share).product();
+    base * hard * free_of_quiet(cell) * room_for_round_trips(cell)
+}
+
+/// What each kind of world makes hard that a floor is scaled for, in words and as the share of
+/// the floor kept. Long windows, a day window, two host names, an earlier run, instances
+/// started apart, and the reset in seconds or the IETF fields keep the whole floor: the
+/// contract promises them as they are.
+pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
+    let mut hard = Vec::new();
+    let fleet = processes(cell) > 1;
     let least = cell.plan_change.map_or(cell.per_minute, |change| {
         change.per_minute.min(cell.per_minute)
     });
-    if !clean || !cell.within_contract() || least < 2 * processes(cell) as u32 {
-        return 0.0;
+    if fleet && least < 2 * processes(cell) as u32 {
+        // Under two requests a window for each instance: a window the others spent first is
+        // a 429's wait, and rule C's second after it.
+        hard.push(("under two requests a window per instance", 0.5));
     }
-    match (processes(cell), cell.window_kind) {
-        (1, _) => 0.9,
-        // Instances that share nothing race for each request a sliding window frees, and each
-        // other instance can meet a 429 there (docs/DESIGN.md, limits): half a fleet's floor.
-        (_, WindowKind::Sliding) => 0.25,
-        _ => 0.5,
+    if cell.headerless() {
+        // Rule S: the budget is learnt from 429s, each the retry policy's backoff long, in an
+        // assumed window refilled to a share.
+        hard.push(("quota headers only on 429s, or none", 0.55));
     }
+    if matches!(
+        cell.quota_fields,
+        QuotaFields::RepeatedRemaining | QuotaFields::NegativeRemaining
+    ) {
+        // A field the client cannot read as one number: the window is read as unknown.
+        hard.push(("a quota field repeated or negative", 0.5));
+    }
+    if cell.cancel_half {
+        // A cancelled probe leaves the window unknown until the next call's answer (rule P).
+        hard.push(("half the calls cancelled", 0.5));
+    }
+    if cell.clock_step.is_some() {
+        // A window shortened, skipped or gone back to: a 429 no header foretold, and ends
+        // placed through `Date` off by the step until the next answer.
+        hard.push(("a step of the service's clock", 0.5));
+    }
+    if cell.plan_change.is_some() {
+        // Contract 5: an upgrade is spent from the first answer that shows it; a downgrade
+        // bans nothing, and the windows after it are learnt afresh.
+        hard.push(("a plan change", 0.5));
+    }
+    let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
+    if apart.is_some_and(|apart| apart * 2 >= cell.minute) {
+        // A `Date` off from the limiter's clock by half a window or more cannot place the
+        // window's end: the client keeps the reading of the backend furthest behind and
+        // waits for the latest end the `Date`s allow, which may skip whole windows
+        // (`clock/server_time.rs`). Safety alone.
+        hard.push((
+            "backends off the limiter's clock by half a window or more",
+            0.0,
+        ));
+    } else if apart.is_some_and(|apart| apart * 10 > cell.minute) {
+        // Ends placed through `Date` from backends off the limiter's clock by more than a
+        // tenth of the window: a share of each window spent waiting or in a 429's wait.
+        hard.push((
+            "backends off the limiter's clock by over a tenth of the window",
+            0.2,
+        ));
+    }
+    if cell.window_kind == WindowKind::Sliding {
+        // A sliding window frees each request a window after it, and the reset names that to
+        // the second, rounded up, through `Date`: a period up to 2 s and a round trip longer
+        // than the window, and bursts that fall across the full windows' edges.
+        let length = cell.minute as f64;
+        let late = longest_latency(cell).as_secs_f64();
+        let full = cell.windows.saturating_sub(1).max(2) as f64;
+        let share = length / (length + 2.0 + late) * (1.0 - 1.0 / full);
+        hard.push(("sliding windows", share));
+    }
+    if fleet && cell.window_kind == WindowKind::Sliding {
+        // Instances that share nothing race for each request a sliding window frees.
+        hard.push(("a fleet on sliding windows", 0.5));
+    }
+    hard
 }
 
-/// How long an injected status fault may keep the key quiet, in seconds, all its times: its
-/// `Retry-After` at its longest (an HTTP-date up to 21 s after the start, seconds rounded up
-/// and rule C's second), or the retry policy's longest backoff (8 s) where it gives none.
-fn injected_wait(fault: &Fault) -> f64 {
-    let text = format!("{fault:?}");
-    if text.starts_with("Fault { kind: Latency") {
-        return 0.0;
+/// The share of the run's full windows (on the limiter's clock, to the run's end) that begin
+/// after the longest the key may be kept quiet ([`quiet`]), counted from the start: those
+/// before may serve nothing.
+fn free_of_quiet(cell: &Cell) -> f64 {
+    let quiet = quiet(cell);
+    if quiet == 0.0 {
+        return 1.0;
     }
-    let value = text
-        .split("retry_after: Some(\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next());
-    let told = match value {
-        Some(date) if date.ends_with("GMT") => 21.0,
-        Some(value) => value.parse::<f64>().map_or(8.0, |s| s.ceil() + 1.0),
-        None => 8.0,
+    let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
+    let length = cell.minute as f64;
+    let first = (start / length).floor() as i64 + 1;
+    let run = Duration::from_secs(cell.minute * cell.windows);
+    let last = (server_unix(cell, run) as f64 / length).floor() as i64 - 1;
+    if last < first {
+        return 1.0;
+    }
+    let free = (first..=last)
+        .filter(|i| *i as f64 * length >= start + quiet)
+        .count();
+    free as f64 / (last - first + 1) as f64
+}
+
+/// The share of the plan the requests can reach with every answer as late as the longest
+/// latency injected: one request on the wire at a time per process (rule W's least).
+fn room_for_round_trips(cell: &Cell) -> f64 {
+    let late = longest_latency(cell);
+    if late.is_zero() {
+        return 1.0;
+    }
+    // A window's first second may go to placing its end through `Date`.
+    let open = (cell.minute as f64 - 1.0).max(1.0);
+    let reach = processes(cell) as f64 * open / late.as_secs_f64();
+    (reach / f64::from(cell.per_minute.max(1))).min(1.0)
+}
+
+/// The longest delay a latency fault gives an answer.
+fn longest_latency(cell: &Cell) -> Duration {
+    cell.faults
+        .iter()
+        .filter_map(latency)
+        .max()
+        .unwrap_or_default()
+}
+
+/// The delay of a latency fault, from its `Debug` text.
+fn latency(fault: &Fault) -> Option<Duration> {
+    let text = format!("{fault:?}");
+    let value = text.split("kind: Latency(").nth(1)?.split(')').next()?;
+    let (number, unit) = value.split_at(value.find(|c: char| c.is_alphabetic() || c == 'µ')?);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        _ => number / 1e9,
     };
-    fault_times(&text) as f64 * told
+    Some(Duration::from_secs_f64(seconds))
+}
+
+/// The longest the client's reading of the service's clock keeps to itself after the clock
+/// steps forward, in seconds: it follows the step after sixteen answers ahead, or a minute.
+const STEP_FOLLOWED_WITHIN: f64 = 60.0;
+
+/// How long after the start the key may serve a world nothing, in seconds: the injected
+/// faults' waits ([`injected_quiet`]); without quota headers, then the first window rule S's
+/// slow start spends and the retry policy's longest backoff after it, as each of the 429s
+/// that meet the requests on the wire (up to eight) closes the gate as one more in a row;
+/// and the minute after a step forward of the service's clock, which the client's reading of
+/// that clock follows only after sixteen answers ahead or a minute, placing each window's end
+/// late by the step meanwhile.
+pub fn quiet(cell: &Cell) -> f64 {
+    let mut quiet = injected_quiet(cell);
+    if cell.headerless() {
+        let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
+        let length = cell.minute as f64;
+        let spent = ((start + quiet) / length).floor() * length + length;
+        let backoff = RetryPolicy::default().max_delay().as_secs_f64();
+        quiet = spent - start + backoff + longest_latency(cell).as_secs_f64();
+    }
+    if let Some(step) = cell.clock_step.filter(|step| step.by > 0) {
+        quiet = quiet.max(step.after.as_secs_f64() + step.by as f64 + STEP_FOLLOWED_WITHIN);
+    }
+    quiet
+}
+
+/// How long after the start the injected faults may keep the key quiet, in seconds: they meet
+/// the first requests admitted, one after another, and each keeps the key quiet for a round
+/// trip and its `Retry-After`
+/// (seconds rounded up, or until an HTTP-date) and rule C's second, or, without one it reads,
+/// for the retry policy's backoff at its longest (1 s, doubling with each in a row, at most
+/// 8 s), whichever is longer.
+fn injected_quiet(cell: &Cell) -> f64 {
+    let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
+    let late = longest_latency(cell).as_secs_f64();
+    // The faults meet the first requests the limiter admits: after the window an earlier run
+    // spent (the day, where it spent the day's budget).
+    let spent = |budget: u32| budget > 0 && cell.earlier_run >= budget;
+    let mut quiet: f64 = if spent(cell.per_day) {
+        cell.day as f64
+    } else if spent(cell.per_minute) {
+        cell.minute as f64
+    } else {
+        0.0
+    };
+    let mut in_a_row = 0;
+    for fault in &cell.faults {
+        let text = format!("{fault:?}");
+        if text.starts_with("Fault { kind: Latency") {
+            continue;
+        }
+        let value = text
+            .split("retry_after: Some(\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next());
+        for _ in 0..fault_times(&text) {
+            let backoff = f64::from(1u32 << in_a_row.min(3));
+            in_a_row += 1;
+            let told = value.and_then(|value| {
+                let date = httpdate::parse_http_date(value).ok();
+                match date.and_then(|at| at.duration_since(UNIX_EPOCH).ok()) {
+                    Some(at) => Some((at.as_secs_f64() - start - quiet).max(0.0)),
+                    None => value.parse::<f64>().ok().map(f64::ceil),
+                }
+            });
+            quiet += told.map_or(0.0, |told| told + 1.0).max(backoff) + late;
+        }
+    }
+    quiet
+}
+
+/// How many minute windows a step back of the service's clock takes from the run: the
+/// limiter's clock covers that much less of it.
+fn stepped_back(cell: &Cell) -> u64 {
+    cell.clock_step
+        .filter(|step| step.by < 0)
+        .map_or(0, |step| step.by.unsigned_abs().div_ceil(cell.minute) + 1)
 }
 
 /// How many times a fault applies, from its `Debug` text (once where it does not say).
