@@ -31,19 +31,35 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// A response that arrived at `at` asked for quiet: close for the longer of what it asked
-    /// and `backoff` of the strikes in a row before it.
-    pub(crate) fn close(&mut self, at: Instant, quiet: Quiet, backoff: &dyn Fn(u32) -> Duration) {
-        let wait = quiet.wait().max(backoff(self.strikes));
-        self.strikes = self.strikes.saturating_add(1);
-        self.generation += 1;
+    /// A response that arrived at `at`, to a request admitted under `generation`, asked for
+    /// quiet: close for the longer of what it asked and `backoff` of the strikes in a row before
+    /// it. An answer to a request sent before the gate last closed is part of the burst that
+    /// closed it: no strike of its own, and no new generation.
+    pub(crate) fn close(
+        &mut self,
+        at: Instant,
+        quiet: Quiet,
+        generation: u64,
+        backoff: &dyn Fn(u32) -> Duration,
+    ) {
+        let fresh = generation == self.generation;
+        let strikes = if fresh {
+            self.strikes
+        } else {
+            self.strikes.saturating_sub(1)
+        };
+        let wait = quiet.wait().max(backoff(strikes));
+        if fresh {
+            self.strikes = self.strikes.saturating_add(1);
+            self.generation += 1;
+            self.contested = false;
+        }
         let until = clock::after_from(at, wait);
         if self.until.is_none_or(|current| current < until) {
             self.until = Some(until);
             self.cause = Some(quiet);
         }
         self.half_open = true;
-        self.contested = false;
     }
 
     /// The response that last closed the gate showed others spending the key.
@@ -101,17 +117,33 @@ mod tests {
         let mut gate = Gate::default();
         let mut closed_for = Vec::new();
         for _ in 0..6 {
-            gate.close(t0, Quiet::RateLimited(Duration::ZERO), &backoff);
+            gate.close(
+                t0,
+                Quiet::RateLimited(Duration::ZERO),
+                gate.generation(),
+                &backoff,
+            );
             closed_for.push(gate.closed_until(t0).unwrap() - t0);
         }
         let secs = |s: f64| Duration::from_secs_f64(s);
         assert_eq!(closed_for, [0.5, 1.0, 2.0, 4.0, 8.0, 8.0].map(secs));
-        gate.close(t0, Quiet::RateLimited(Duration::from_secs(30)), &backoff);
+        let generation = gate.generation();
+        gate.close(
+            t0,
+            Quiet::RateLimited(Duration::from_secs(30)),
+            generation,
+            &backoff,
+        );
         assert_eq!(gate.closed_until(t0), Some(t0 + Duration::from_secs(30)));
         assert!(gate.half_open());
         gate.open(gate.generation());
         assert!(!gate.half_open());
-        gate.close(t0, Quiet::Unavailable(Duration::ZERO), &backoff);
+        gate.close(
+            t0,
+            Quiet::Unavailable(Duration::ZERO),
+            gate.generation(),
+            &backoff,
+        );
         assert_eq!(
             gate.closed_until(t0),
             Some(t0 + Duration::from_secs(30)),
@@ -129,14 +161,14 @@ mod tests {
         let t0 = Instant::now();
         let mut gate = Gate::default();
         let sent_before = gate.generation();
-        gate.close(t0, quiet, &backoff);
-        gate.close(t0, quiet, &backoff);
+        gate.close(t0, quiet, gate.generation(), &backoff);
+        gate.close(t0, quiet, gate.generation(), &backoff);
         gate.open(sent_before);
         assert!(
             gate.half_open(),
             "an answer to a request sent before the 429s skipped the probe"
         );
-        gate.close(t0, quiet, &backoff);
+        gate.close(t0, quiet, gate.generation(), &backoff);
         assert_eq!(
             gate.closed_until(t0),
             Some(t0 + Duration::from_secs(2)),
@@ -145,11 +177,33 @@ mod tests {
         gate.open(gate.generation());
         assert!(!gate.half_open(), "an answer to the probe opens the gate");
         let later = t0 + Duration::from_secs(10);
-        gate.close(later, quiet, &backoff);
+        gate.close(later, quiet, gate.generation(), &backoff);
         assert_eq!(
             gate.closed_until(later),
             Some(later + Duration::from_millis(500)),
             "expected the backoff to start over after the gate opened"
+        );
+    }
+
+    #[test]
+    fn the_quiet_answers_of_one_burst_are_one_strike() {
+        let quiet = Quiet::RateLimited(Duration::ZERO);
+        let t0 = Instant::now();
+        let mut gate = Gate::default();
+        let burst = gate.generation();
+        for _ in 0..8 {
+            gate.close(t0, quiet, burst, &backoff);
+        }
+        assert_eq!(
+            gate.closed_until(t0),
+            Some(t0 + Duration::from_millis(500)),
+            "expected eight 429s to requests sent together to back off as one"
+        );
+        gate.close(t0, quiet, gate.generation(), &backoff);
+        assert_eq!(
+            gate.closed_until(t0),
+            Some(t0 + Duration::from_secs(1)),
+            "expected the probe's 429 to be the second strike"
         );
     }
 }

@@ -862,7 +862,7 @@ impl Permit<'_> {
             state.gate.open(self.generation);
             return None;
         };
-        state.gate.close(at, quiet, backoff);
+        state.gate.close(at, quiet, self.generation, backoff);
         // A 429 shows others calling where its window was spent by more requests than this
         // process sent, or is untouched (the quiet is left from the window before), and may
         // where the service meters the key in numbers no one can read.

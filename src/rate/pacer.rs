@@ -412,7 +412,7 @@ mod tests {
         let now = Instant::now();
         let mut gate = Gate::default();
         let quiet = Quiet::RateLimited(secs(3.0));
-        gate.close(now, quiet, &|_| Duration::ZERO);
+        gate.close(now, quiet, gate.generation(), &|_| Duration::ZERO);
         let known = budgets(30, secs(30.0), now).known(now);
         for pacing in [Pacing::Shared, Pacing::Sole, Pacing::Off] {
             let decision = decide(&view(&gate, known.clone(), 1.0, 0, now), pacing, now);
@@ -427,7 +427,12 @@ mod tests {
     fn with_others_the_gate_holds_a_second_past_the_retry_after() {
         let now = Instant::now();
         let mut gate = Gate::default();
-        gate.close(now, Quiet::RateLimited(secs(3.0)), &|_| Duration::ZERO);
+        gate.close(
+            now,
+            Quiet::RateLimited(secs(3.0)),
+            gate.generation(),
+            &|_| Duration::ZERO,
+        );
         let known = budgets(30, secs(30.0), now).known(now);
         let seen = decide(
             &view(&gate, known.clone(), 2.0, 0, now),
@@ -444,7 +449,12 @@ mod tests {
     fn after_a_cooldown_the_probe_waits_for_the_end_of_a_window_the_429_showed_spent() {
         let now = Instant::now();
         let mut gate = Gate::default();
-        gate.close(now, Quiet::RateLimited(secs(2.0)), &|_| Duration::ZERO);
+        gate.close(
+            now,
+            Quiet::RateLimited(secs(2.0)),
+            gate.generation(),
+            &|_| Duration::ZERO,
+        );
         let known = budgets(0, secs(30.0), now).known(now);
         let later = now + secs(2.0);
         for pacing in [Pacing::Shared, Pacing::Sole] {
