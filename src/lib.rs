@@ -144,12 +144,22 @@
 //!
 //! | feature | default | what it does |
 //! | --- | --- | --- |
-//! | `rustls` | yes | TLS through rustls; no system TLS library needed |
-//! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux) |
+//! | `rustls` | yes | TLS through rustls with the aws-lc-rs crypto provider, certificates checked against the platform's roots; no system TLS library needed (a C compiler builds aws-lc) |
+//! | `native-tls` | no | TLS through the platform's library (OpenSSL on Linux; its headers and pkg-config to build) |
+//! | `http2` | yes | HTTP/2 where the service offers it (ALPN); without it every request goes over HTTP/1.1, with 7 crates fewer to build |
 //! | `system-proxy` | yes | uses the proxy set in the Windows or macOS system settings (`HTTPS_PROXY` and the like are read regardless) |
 //! | `redis` | no | `RedisState`: one budget and one cooldown per key shared through Redis by every instance, on any host |
 //! | `redis-tls` | no | `redis` over TLS (`rediss://`), the server's certificate verified; enables `rustls` |
 //! | `metrics` | no | counters, histograms and gauges of every call through the `metrics` facade, for any exporter |
+//!
+//! The default TLS is rustls's own default provider, aws-lc-rs, as reqwest's is: ring builds
+//! lighter, but a crate that turns on rustls's `ring` beside the `aws-lc-rs` most applications
+//! already have makes rustls unable to choose a provider by itself, and other libraries' TLS
+//! then panics unless the application installs one. To build with ring instead: this crate
+//! without default features (keep `http2` and `system-proxy`), reqwest with
+//! `rustls-no-provider` and rustls with `ring` in your own `Cargo.toml`, ring's provider
+//! installed in `main`, and your reqwest client passed to
+//! [`PetStoreClientBuilder::http_client`].
 //!
 //! # Testing your code
 //!
