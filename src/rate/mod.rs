@@ -59,6 +59,10 @@ use store::{Exchange, Outcome, Verdict, WindowReport};
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
 
+/// At most one hold a key's state logs at INFO in this time: a fleet paced call by call would
+/// otherwise log every call.
+const NOTICE_EVERY: Duration = Duration::from_secs(10);
+
 /// Independent instances that the discipline keeps from a ban without shared state, against a
 /// service that bans at the tenth request inside one `Retry-After`.
 const CONTRACT_INSTANCES: f64 = 9.0;
@@ -88,6 +92,8 @@ struct State {
     front_waiting: bool,
     warned_not_sole: bool,
     warned_fleet: bool,
+    /// When a hold was last logged at INFO.
+    noticed_at: Option<Instant>,
 }
 
 impl Shared {
@@ -286,7 +292,8 @@ impl RateLimiter {
                 // In seconds to the millisecond; no field when the hold lasts until an answer.
                 let wait_s = wait.map(|wait| wait.as_millis() as f64 / 1000.0);
                 // A wait a user would notice is told at INFO, so that a CLI is not silent.
-                if wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD) {
+                let noticeable = wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD);
+                if noticeable && shared.lock().notice(now) {
                     tracing::info!(
                         operation,
                         reason = hold.describe(),
@@ -643,6 +650,17 @@ impl State {
                  share their rate-limit state with RedisState"
             );
         }
+    }
+
+    /// Whether a hold noticed at `now` is logged at INFO: one in [`NOTICE_EVERY`] at most.
+    fn notice(&mut self, now: Instant) -> bool {
+        let due = self
+            .noticed_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= NOTICE_EVERY);
+        if due {
+            self.noticed_at = Some(now);
+        }
+        due
     }
 
     /// This process's own requests as the answer to one sent at `sent_at` arrives.

@@ -177,6 +177,40 @@ async fn a_hold_of_a_second_or_more_is_told_at_info() {
     assert_line_says(holds[0], "the wait in seconds", "wait_s=");
 }
 
+/// Holds that come call after call (a plan of one request a window) are told at INFO one in
+/// ten seconds at most, not one a call.
+#[tokio::test(start_paused = true)]
+async fn holds_call_after_call_are_told_at_info_once_in_ten_seconds() {
+    let (logs, _guard) = common::capture(tracing::Level::INFO);
+    let plan = Plan::Enterprise {
+        per_minute: 1,
+        per_day: 1_000,
+    };
+    let sandbox = common::sandbox_builder()
+        .key("one-a-window", plan)
+        .minute_window(std::time::Duration::from_secs(4))
+        .start()
+        .await
+        .unwrap();
+    let client = common::sandbox_client(&sandbox, "one-a-window", RetryPolicy::none())
+        .build()
+        .unwrap();
+
+    // Held from 0, 4, 8, 12 and 16 s, each time until the next window.
+    for _ in 0..6 {
+        client.list_pets().send().await.unwrap();
+    }
+
+    let text = logs.text();
+    let holds = lines_with(&text, "holding request");
+    assert_eq!(
+        holds.len(),
+        2,
+        "expected the holds from 0 and 12 s at INFO, and those between at DEBUG, the log \
+         reads:\n{text}"
+    );
+}
+
 /// More instances than the contract keeps from a ban without shared state: the budget falls 30
 /// for each of this process's requests. One WARN names the remedy, however often it shows.
 #[tokio::test(start_paused = true)]
