@@ -124,8 +124,8 @@
 //! `url.path`, `server.address`, `server.port`) with an `attempt` span per request
 //! (`http.response.status_code`, and `http.request.resend_count` on a resend), an `INFO` event
 //! per retry (reason, delay and its source), an event when the rate discipline holds a request
-//! (`INFO` for a hold of a second or more, with its reason and length; `DEBUG` for shorter
-//! ones), and one `WARN` per deprecated operation. The API key never appears.
+//! (`INFO` for a hold of a second or more, with its reason and length, one in ten seconds at
+//! most; `DEBUG` for the others), and one `WARN` per deprecated operation. The API key never appears.
 //!
 //! Every [`Response`] and [`Error`] also tells how its call went ([`CallInfo`]): attempts, how
 //! long the rate discipline held it and why ([`HoldCause`]), backoff and total time. With the
