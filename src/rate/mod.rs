@@ -110,6 +110,30 @@ impl Shared {
         lock(&self.state)
     }
 
+    /// Logs that `operation` is held by `hold` for `wait` (`None`: until an answer) from `now`:
+    /// at INFO a wait a user would notice, so that a CLI is not silent, one in
+    /// [`NOTICE_EVERY`] at most; the others at DEBUG.
+    fn log_hold(&self, operation: &'static str, hold: Hold, wait: Option<Duration>, now: Instant) {
+        // In seconds to the millisecond; no field when the hold lasts until an answer.
+        let wait_s = wait.map(|wait| wait.as_millis() as f64 / 1000.0);
+        let noticeable = wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD);
+        if noticeable && self.lock().notice(now) {
+            tracing::info!(
+                operation,
+                reason = hold.describe(),
+                wait_s,
+                "holding request"
+            );
+        } else {
+            tracing::debug!(
+                operation,
+                reason = hold.describe(),
+                wait_s,
+                "holding request"
+            );
+        }
+    }
+
     /// Tells the first in line that what is known changed, if it is waiting.
     fn wake(&self, front_waiting: bool) {
         if front_waiting {
@@ -288,26 +312,7 @@ impl RateLimiter {
             }
             if *logged != Some(hold) {
                 *logged = Some(hold);
-                let wait = until.map(|until| until - now);
-                // In seconds to the millisecond; no field when the hold lasts until an answer.
-                let wait_s = wait.map(|wait| wait.as_millis() as f64 / 1000.0);
-                // A wait a user would notice is told at INFO, so that a CLI is not silent.
-                let noticeable = wait.is_some_and(|wait| wait >= NOTICEABLE_HOLD);
-                if noticeable && shared.lock().notice(now) {
-                    tracing::info!(
-                        operation,
-                        reason = hold.describe(),
-                        wait_s,
-                        "holding request"
-                    );
-                } else {
-                    tracing::debug!(
-                        operation,
-                        reason = hold.describe(),
-                        wait_s,
-                        "holding request"
-                    );
-                }
+                shared.log_hold(operation, hold, until.map(|until| until - now), now);
             }
             // Woken or timed out, either way: look again.
             let wake_at = until.map_or(give_up_at, |until| until.min(give_up_at));
