@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -62,6 +63,8 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     /// The retry budget's counts, spent by every clone.
     pub(crate) retry_window: RetryWindow,
+    /// Calls started, by every clone: each draws its retries' jitter by its number.
+    pub(crate) calls: AtomicU64,
     pub(crate) max_response_body: usize,
     pub(crate) rate: RateLimiter,
     #[cfg(feature = "metrics")]
@@ -416,6 +419,7 @@ impl PetStoreClientBuilder {
                 call_timeout: self.call_timeout,
                 retry: self.retry,
                 retry_window: RetryWindow::new(),
+                calls: AtomicU64::new(0),
                 max_response_body: self.max_response_body,
                 rate,
                 #[cfg(feature = "metrics")]

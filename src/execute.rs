@@ -133,7 +133,7 @@ impl PetStoreClient {
         let policy = call.retry.as_ref().unwrap_or(&inner.retry);
         let operation = call.operation;
         let method = &call.method;
-        let mut delays = policy.schedule();
+        let mut delays = policy.schedule(inner.calls.fetch_add(1, Ordering::Relaxed));
         // The call waits for the rate limit at most `max_server_wait` in all, and never past
         // its own deadline.
         let most = clock::after_from(start, policy.max_server_wait());

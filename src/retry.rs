@@ -20,6 +20,7 @@ use crate::retry_budget::RetryBudget;
 /// | [`factor`](Self::factor) | 2 | each further delay is the previous one times this |
 /// | [`max_delay`](Self::max_delay) | 8 s | no delay is longer |
 /// | [`jitter`](Self::jitter) | on | each delay grows by a random amount of up to itself (still capped by `max_delay`), so that clients do not retry in lockstep |
+/// | [`jitter_seed`](Self::jitter_seed) | none | the jitter is drawn from this seed, not at random, so that a test replays the same delays |
 /// | [`max_server_wait`](Self::max_server_wait) | 120 s | the longest wait the client sits through when the service asks for quiet; a longer one fails the call at once with the rate-limited error |
 /// | [`retry_budget`](Self::retry_budget) | 20% and 10 | the retries of all the client's calls together: at most a fifth of its recent answers, plus 10 (see [`RetryBudget`]) |
 ///
@@ -62,6 +63,7 @@ pub struct RetryPolicy {
     factor: f32,
     max_delay: Duration,
     jitter: bool,
+    jitter_seed: Option<u64>,
     max_server_wait: Duration,
     retry_budget: RetryBudget,
 }
@@ -74,6 +76,7 @@ impl Default for RetryPolicy {
             factor: 2.0,
             max_delay: Duration::from_secs(8),
             jitter: true,
+            jitter_seed: None,
             max_server_wait: Duration::from_secs(120),
             retry_budget: RetryBudget::default(),
         }
@@ -137,6 +140,12 @@ impl RetryPolicy {
         self.jitter
     }
 
+    /// The seed the jitter is drawn from, if set; `None`: a random one for each call.
+    #[must_use]
+    pub fn jitter_seed(&self) -> Option<u64> {
+        self.jitter_seed
+    }
+
     /// The longest wait the client sits through when the service asks for quiet.
     #[must_use]
     pub fn max_server_wait(&self) -> Duration {
@@ -169,13 +178,17 @@ impl RetryPolicy {
             .with_max_delay(self.max_delay)
     }
 
-    /// The delays of one call's retries, in order; it ends after `max_retries` delays.
-    pub(crate) fn schedule(&self) -> Schedule {
+    /// The delays of the retries of a client's `call`-th call, in order; it ends after
+    /// `max_retries` delays.
+    pub(crate) fn schedule(&self, call: u64) -> Schedule {
         let mut builder = self
             .backoff()
             .with_max_times(usize::try_from(self.max_retries).unwrap_or(usize::MAX));
         if self.jitter {
             builder = builder.with_jitter();
+            if let Some(seed) = self.jitter_seed {
+                builder = builder.with_jitter_seed(mix(seed, call));
+            }
         }
         Schedule {
             delays: builder.build(),
@@ -337,6 +350,19 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Draws the jitter from `seed` rather than at random, so that a test on a paused clock
+    /// replays the same delays: each call of a client draws a sequence of its own, by the
+    /// order in which the client's calls (its clones' included) start.
+    ///
+    /// ```
+    /// let policy = petstore_client::RetryPolicy::builder().jitter_seed(7).build();
+    /// assert_eq!(policy.jitter_seed(), Some(7));
+    /// ```
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.policy.jitter_seed = Some(seed);
+        self
+    }
+
     /// Sets the longest wait the client sits through when the service asks for quiet
     /// (`Retry-After`, or a spent quota).
     ///
@@ -378,6 +404,15 @@ impl RetryPolicyBuilder {
     pub fn build(self) -> RetryPolicy {
         self.policy
     }
+}
+
+/// The jitter seed of a client's `call`-th call under `seed` (splitmix64's finaliser), so that
+/// neighbouring calls draw unrelated sequences.
+fn mix(seed: u64, call: u64) -> u64 {
+    let mut z = seed ^ call.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The failures in a row after which [`RetryPolicy::step`] stops growing.
@@ -506,7 +541,7 @@ mod tests {
     #[test]
     fn delays_grow_exponentially_up_to_the_cap() {
         let policy = RetryPolicy::builder().jitter(false).max_retries(7).build();
-        let delays: Vec<_> = policy.schedule().collect();
+        let delays: Vec<_> = policy.schedule(0).collect();
         assert_eq!(
             delays,
             [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0].map(secs).to_vec()
@@ -518,11 +553,29 @@ mod tests {
         let policy = RetryPolicy::builder().max_retries(6).build();
         for _ in 0..200 {
             let steps = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0].map(secs);
-            for (delay, step) in policy.schedule().zip(steps) {
+            for (delay, step) in policy.schedule(0).zip(steps) {
                 assert!(delay >= step, "{delay:?} < {step:?}");
                 assert!(delay <= (step * 2).min(secs(8.0)), "{delay:?} > cap");
             }
         }
+    }
+
+    #[test]
+    fn a_jitter_seed_replays_each_calls_delays_and_calls_draw_apart() {
+        let seeded = |seed| {
+            RetryPolicy::builder()
+                .max_retries(8)
+                .jitter_seed(seed)
+                .build()
+        };
+        let delays = |policy: &RetryPolicy, call| policy.schedule(call).collect::<Vec<_>>();
+        let policy = seeded(7);
+        assert_eq!(delays(&policy, 3), delays(&seeded(7), 3));
+        assert_ne!(delays(&policy, 3), delays(&policy, 4));
+        assert_ne!(delays(&policy, 3), delays(&seeded(8), 3));
+        // Unseeded, two draws of one call differ: the jitter is random.
+        let random = RetryPolicy::builder().max_retries(8).build();
+        assert_ne!(delays(&random, 3), delays(&random, 3));
     }
 
     #[test]
@@ -533,21 +586,21 @@ mod tests {
             .initial_delay(Duration::MAX)
             .max_delay(Duration::MAX)
             .build();
-        let delays: Vec<_> = policy.schedule().take(1000).collect();
+        let delays: Vec<_> = policy.schedule(0).take(1000).collect();
         assert_eq!(delays.len(), 1000);
         assert!(delays.iter().all(|d| *d == Duration::MAX));
     }
 
     #[test]
     fn none_never_retries() {
-        assert_eq!(RetryPolicy::none().schedule().next(), None);
+        assert_eq!(RetryPolicy::none().schedule(0).next(), None);
     }
 
     #[test]
     fn factor_below_one_is_constant() {
         let policy = RetryPolicy::builder().jitter(false).factor(0.1).build();
         assert_eq!(policy.factor(), 1.0);
-        assert!(policy.schedule().all(|d| d == secs(0.5)));
+        assert!(policy.schedule(0).all(|d| d == secs(0.5)));
         assert_eq!(
             RetryPolicy::builder().factor(f32::NAN).build().factor(),
             1.0

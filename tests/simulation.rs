@@ -119,6 +119,15 @@ fn a_plan_change_is_measured_in_the_window_it_falls_in_soak_seed_2958() {
     assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
 }
 
+/// Soak seed 6466 ran otherwise when replayed, by the retries' random jitter: a world replays
+/// exactly.
+#[test]
+fn a_world_replays_exactly_soak_seed_6466() {
+    let cell = world(6466);
+    let (first, again) = (run(&cell), run(&cell));
+    assert_eq!(format!("{first:?}"), format!("{again:?}"));
+}
+
 /// The least share of the first [`DEFAULT_WORLDS`] worlds held to a goodput floor above zero.
 /// The rest are held to safety alone: fleets past the contract (more than 9 independent
 /// instances, drawn in 15% of independent worlds; more than one without quota headers) and

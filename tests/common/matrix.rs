@@ -1282,6 +1282,9 @@ fn clients(
             .user_agent(format!("instance-{i}"))
             .rate_limit_scope(scope)
             .pacing(Pacing::Shared)
+            // Seeded, so that a world replays exactly; one seed per instance, so that
+            // instances do not retry in lockstep.
+            .retry_policy(RetryPolicy::builder().jitter_seed(i as u64).build())
             .build()
             .expect("a valid client")
     };
