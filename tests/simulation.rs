@@ -62,9 +62,11 @@ fn explore(part: u64) -> Vec<String> {
             println!("SIM_SEED={seed} {:?} {}", cell.expect, figures.row(&cell));
         }
         if let Err(problem) = figures.check(&cell) {
-            failures.push(format!(
-                "SIM_SEED={seed}: {problem}; figures {figures:?}; world {cell:?}"
-            ));
+            let failure =
+                format!("SIM_SEED={seed}: {problem}; figures {figures:?}; world {cell:?}");
+            // At once, so that a soak stopped early still shows what it found.
+            eprintln!("{failure}");
+            failures.push(failure);
         }
     }
     // The share of worlds held to a goodput above zero: the floor's reach.
