@@ -24,9 +24,26 @@
 #   RUNS=1 scripts/build-weight.sh ring rustls
 #   SETUP_ONLY=1 scripts/build-weight.sh      # write the crates (and fetch) only
 #   SIZES=0 RUNS=1 scripts/build-weight.sh   # one more debug round, no release builds
+#   CRATES=1 scripts/build-weight.sh default progenitor-static   # the sizes by crate, below
+#
+# CRATES=1 replaces all of the above by one release build of each configuration given, read by
+# cargo-bloat (`cargo install --locked cargo-bloat`), the binary unstripped as it needs the
+# symbols. It prints the `.text` bytes of each crate side by side (cargo-bloat's `--crates`: a
+# generic function counts for the crate whose code instantiated it, if a library's, else for the
+# crate its name starts with), grouped: the client's code (`petstore_client`, or
+# `progenitor_client` and the binary's own crate, where progenitor's generated code is), the
+# crates the design card names (chrono with num-traits, thiserror, backon with fastrand), those
+# HTTP/2 brings (h2 with equivalent, fnv, futures-sink, hashbrown, indexmap, tokio-util),
+# std, the other crates, and [Unknown] (symbols of no crate: aws-lc's C and assembly code
+# mostly). Then the totals per group, `.text` whole (the crates' sum leaves out padding and
+# code without a symbol), the stripped binary (which adds .rodata, unwinding tables and
+# relocations), and the design card's crates again, counted by symbol name wherever their
+# generic code was instantiated. With two configurations or more, the last column is the
+# first's figure minus the second's. cargo-bloat's JSON is kept in $BUILD_WEIGHT_DIR.
 #
 # Needs: cargo, crates.io (first run only: the builds themselves run `--offline`), /usr/bin/time,
-# strip, a C compiler (aws-lc-sys, ring), and OpenSSL headers with pkg-config for `native-tls`.
+# strip, a C compiler (aws-lc-sys, ring), OpenSSL headers with pkg-config for `native-tls`, and
+# cargo-bloat for CRATES=1.
 # Every target directory is deleted after its build; the raw figures are kept, one a line, in
 # $BUILD_WEIGHT_DIR/results.txt as they come, so that an interrupted run still has its first ones.
 set -euo pipefail
@@ -291,8 +308,108 @@ release_size() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# One release build of configuration $1 read by cargo-bloat, by crate and by function, into
+# $work/bloat-$1-{crates,functions}.json: prints the stripped binary's size in bytes.
+bloat_build() {
+    local name=$1 dir="$work/$1" target
+    target=$(mktemp -d "$work/target-$1-XXXX")
+    local bloat=("${cargo[@]}" bloat --release --frozen -j "$jobs" --target-dir "$target" -n 0
+        --message-format json)
+    (cd "$dir" && "${bloat[@]}" --crates >"$work/bloat-$name-crates.json" 2>"$target.log" &&
+        "${bloat[@]}" >"$work/bloat-$name-functions.json" 2>>"$target.log") ||
+        { cat "$target.log" >&2; exit 1; }
+    strip -o "$target/stripped" "$target/release/weight-$name"
+    stat -c %s "$target/stripped"
+    rm -rf "$target" "$target.log"
+}
+
+# The figures of bloat_build, one a line: "<configuration> <crate or total> <bytes>".
+bloat_figures() {
+    local name=$1 stripped=$2 json="$work/bloat-$1-crates.json"
+    grep -o '"name":"[^"]*","size":[0-9]*' "$json" |
+        sed "s/^\"name\":\"\(.*\)\",\"size\":\(.*\)$/$name \1 \2/"
+    echo "$name .text $(grep -o '"text-section-size":[0-9]*' "$json" | cut -d: -f2)"
+    echo "$name stripped $stripped"
+    # The design card's crates by symbol name: `chrono::…`, `<chrono::… as …>`, `<&chrono::…`.
+    grep -o '"name":"\([^"\\]\|\\.\)*","size":[0-9]*' "$work/bloat-$name-functions.json" |
+        awk -v n="$name" -F '","size":' '
+            { sub(/^"name":"/, "", $1) }
+            match($1, /^<?(&(mut )?)?(chrono|num_traits|thiserror|backon|fastrand)::/) {
+                c = substr($1, RSTART, RLENGTH); gsub(/^<?(&(mut )?)?|::$/, "", c); s[c] += $2
+            }
+            END { for (c in s) print n, "by-name:" c, s[c] }'
+}
+
+crates_table() {
+    local figures=$1
+    awk -v configs="${configs[*]}" '
+        function group(c) {
+            if (c == "petstore_client" || c == "progenitor_client" || c ~ /^weight_/) return 1
+            if (c ~ /^(chrono|num_traits|thiserror|backon|fastrand)$/) return 2
+            if (c ~ /^(h2|equivalent|fnv|futures_sink|hashbrown|indexmap|tokio_util)$/) return 3
+            if (c == "std") return 4
+            if (c == "[Unknown]") return 6
+            return 5
+        }
+        function kb(b) { return sprintf("%.1f", b / 1000) }
+        function row(label, what,   i, line) {
+            line = "| " label
+            for (i = 1; i <= n; i++) line = line " | " kb(v[cfg[i], what])
+            if (n > 1) {
+                d = sprintf("%+.1f", (v[cfg[1], what] - v[cfg[2], what]) / 1000)
+                line = line " | " (d ~ /^[-+]0\.0$/ ? "0.0" : d)
+            }
+            print line " |"
+        }
+        BEGIN {
+            n = split(configs, cfg, " ")
+            name[1] = "client code"; name[2] = "design card"; name[3] = "HTTP/2"
+            name[4] = "std"; name[5] = "other crates"; name[6] = "[Unknown]"
+        }
+        { v[$1, $2] = $3 }
+        $2 !~ /^(\.text|stripped|by-name:)/ {
+            if (!($2 in seen)) { seen[$2] = 1; crates[++m] = $2 }
+            v[$1, "group " group($2)] += $3; v[$1, "sum"] += $3
+            if ($3 > top[$2]) top[$2] = $3
+        }
+        END {
+            head = "| Group | Crate"; rule = "|---|---"
+            for (i = 1; i <= n; i++) { head = head " | " cfg[i]; rule = rule "|---:" }
+            if (n > 1) { head = head " | Difference"; rule = rule "|---:" }
+            print "`.text` by crate, KB (1,000 bytes):"; print ""; print head " |"; print rule "|"
+            for (g = 1; g <= 6; g++) {
+                # The crates of the group, largest first (a selection sort: few rows).
+                k = 0
+                for (j = 1; j <= m; j++) if (group(crates[j]) == g) list[++k] = crates[j]
+                for (a = 1; a <= k; a++) for (b = a + 1; b <= k; b++)
+                    if (top[list[b]] > top[list[a]]) { t = list[a]; list[a] = list[b]; list[b] = t }
+                for (a = 1; a <= k; a++) row(name[g] " | " list[a], list[a])
+            }
+            print ""; print head " |"; print rule "|"
+            for (g = 1; g <= 6; g++) row(name[g] " | (all)", "group " g)
+            row("total | crates", "sum")
+            for (i = 1; i <= n; i++) v[cfg[i], "rest"] = v[cfg[i], ".text"] - v[cfg[i], "sum"]
+            row("total | no crate (padding, code without a symbol)", "rest")
+            row("total | `.text`", ".text")
+            row("file | stripped binary", "stripped")
+            split("chrono num_traits thiserror backon fastrand", card, " ")
+            for (c = 1; c <= 5; c++) row("design card by symbol name | " card[c], "by-name:" card[c])
+        }' "$figures"
+}
+
 for name in "${configs[@]}"; do setup "$name"; done
 [ -z "${SETUP_ONLY:-}" ] || exit 0
+
+if [ -n "${CRATES:-}" ]; then
+    figures="$work/crates.txt"
+    : >"$figures"
+    for name in "${configs[@]}"; do
+        stripped=$(bloat_build "$name")
+        bloat_figures "$name" "$stripped" >>"$figures"
+    done
+    crates_table "$figures"
+    exit 0
+fi
 
 # Raw figures, one a line, kept as they come: "<configuration> <figure> <value>".
 results="$work/results.txt"
