@@ -51,13 +51,17 @@ use crate::rate::{self, SharedStore};
 /// ends. So a busy instance makes about one round trip per 100 ms, and hears of a 429 another
 /// instance met within 100 ms. One more round trip for the few responses the other instances
 /// wait for (a 429, and the first answer in a window period); four `CONFIG GET`s on the first
-/// connection.
+/// connection. Each cooldown is also published on a channel of the state's name, to which each
+/// instance subscribes on one more connection (not with a Cluster): it reaches the fleet even
+/// from a Redis that loses the state as fast as it is written.
 ///
-/// **An ACL user** needs only the script and the commands it runs, on the crate's keys:
+/// **An ACL user** needs only the script and the commands it runs, on the crate's keys and
+/// channels:
 ///
 /// ```text
-/// ACL SETUSER petstore on >password resetkeys ~petstore-client:* resetchannels -@all
-///     +evalsha +script|load +time +hgetall +hset +del +pexpire +config|get
+/// ACL SETUSER petstore on >password resetkeys ~petstore-client:* resetchannels
+///     &petstore-client:* -@all +evalsha +script|load +time +hgetall +hset +del +pexpire
+///     +publish +subscribe +config|get
 /// ```
 ///
 /// (`+config|get` lets the first connection check the settings below; without it a `WARN`

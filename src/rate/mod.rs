@@ -27,7 +27,7 @@ mod store;
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 pub(crate) use lock::lock;
 use std::task::Poll;
@@ -54,7 +54,7 @@ pub(crate) use redis::{
 };
 pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
-use store::{Exchange, Outcome, Verdict, WindowReport};
+use store::{Exchange, Heard, Outcome, Verdict, WindowReport};
 
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
@@ -134,6 +134,28 @@ impl Shared {
         }
     }
 
+    /// Another instance met a quiet of `wait`, told through the store: every request on the
+    /// key holds as long, as for the fleet's hold, and the lease is void.
+    fn heard_quiet(&self, wait: Duration, store: &SharedStore, name: &str) {
+        let until = clock::after(wait + quiet_jitter(wait));
+        let wake = {
+            let mut state = self.lock();
+            if state.store.remote.is_some_and(|(end, _)| end >= until) {
+                return;
+            }
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "another instance met a quiet"
+            );
+            state.store.remote = Some((until, Hold::Cooldown));
+            if let Some(back) = state.store.lease.as_mut().and_then(Lease::end) {
+                store.give_back(name, back);
+            }
+            state.front_waiting
+        };
+        self.wake(wake);
+    }
+
     /// Tells the first in line that what is known changed, if it is waiting.
     fn wake(&self, front_waiting: bool) {
         if front_waiting {
@@ -156,9 +178,32 @@ struct StoreLink {
     store: Arc<SharedStore>,
     /// The key's state in the store.
     name: String,
+    /// Hears the quiets other instances report, from the first call on (it needs a runtime).
+    listening: Once,
 }
 
 impl StoreLink {
+    /// Starts hearing, for `shared` as long as it lives, the quiets other instances report.
+    fn listen(&self, shared: &Arc<Shared>) {
+        self.listening.call_once(|| {
+            let (weak, store, name) = (
+                Arc::downgrade(shared),
+                Arc::clone(&self.store),
+                self.name.clone(),
+            );
+            let heard: Heard = Arc::new(move |wait| {
+                let Some(shared) = weak.upgrade() else {
+                    return false;
+                };
+                if let Some(wait) = wait {
+                    shared.heard_quiet(wait, &store, &name);
+                }
+                true
+            });
+            self.store.listen(&self.name, heard);
+        });
+    }
+
     /// Gives `back` what a lease did not spend, with the next round trip.
     fn give_back(&self, back: Option<lease::Return>) {
         if let Some(back) = back {
@@ -193,6 +238,7 @@ impl RateLimiter {
         let store = store.map(|store| StoreLink {
             name: store.name(base_url, key),
             store,
+            listening: Once::new(),
         });
         Self {
             shared,
@@ -224,6 +270,9 @@ impl RateLimiter {
         operation: &'static str,
         give_up_at: Instant,
     ) -> Result<(Permit<'_>, Waited), Held> {
+        if let Some(link) = &self.store {
+            link.listen(&self.shared);
+        }
         let mut logged = None;
         let mut holds = Holds::default();
         loop {
@@ -505,6 +554,14 @@ impl RateLimiter {
             waited,
         }
     }
+}
+
+/// A random share of `wait`, up to half of it and at most a second, added to the end of a quiet
+/// heard from another instance: every instance heard it at once, and ends it at a different
+/// instant, rather than all probing the window together.
+fn quiet_jitter(wait: Duration) -> Duration {
+    let spread = (wait / 2).min(Duration::from_secs(1));
+    spread.mul_f64(fastrand::f64())
 }
 
 /// Gives back at once what the lease numbered `first` did not spend when its time is over:

@@ -2,7 +2,7 @@
 -- Every instant is on this Redis server's clock, in milliseconds: instances send durations
 -- ("ends in 9500 ms"), never their own clock's time, so that hosts need not agree on the time.
 --
--- KEYS[1]  the key's hash
+-- KEYS[1]  the key's hash; each quiet told is published, in ms, on the channel KEYS[1]..':quiet'
 -- ARGV[1]  'admit' (apply the reports and the outcome, then spend one request or say how long
 --          to hold it)
 --          or 'report' (apply the reports and the outcome only)
@@ -221,6 +221,9 @@ if asked == 'ok' then
 elseif asked ~= '' then
   cool = math.max(cool, now + clamp(asked, 1, YEAR))
   half, probe = 1, 0
+  -- Every instance hears of it at once, even from a Redis that evicts or loses the hash; a user
+  -- the ACL does not let publish still has the rest.
+  redis.pcall('PUBLISH', KEYS[1] .. ':quiet', string.format('%d', clamp(asked, 1, YEAR)))
 end
 
 local verdict = { 0, 0 }

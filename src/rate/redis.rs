@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -20,7 +21,9 @@ use super::identity::service;
 use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock::lock;
 use super::pacer::Hold;
-use super::store::{Admission, BoxFuture, News, Outcome, PROBE_FOR, SharedStore, Store, Verdict};
+use super::store::{
+    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Store, Verdict,
+};
 
 /// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
 /// Cluster hash tag: a key's slot is the tag's, so that keys a later version adds beside the
@@ -68,6 +71,51 @@ impl Topology {
                 let master = client.lock().await.async_get_client().await?;
                 Connection::manager(master)
             }
+        }
+    }
+
+    /// A client of the server whose channels carry the state's messages: the one server, or
+    /// the master Sentinel names now; `None` for a Cluster, whose nodes this crate does not
+    /// subscribe to.
+    async fn publisher(&self) -> RedisResult<Option<redis::Client>> {
+        match self {
+            Self::Server(client) => Ok(Some(client.clone())),
+            Self::Cluster { .. } => Ok(None),
+            Self::Sentinel { client, .. } => client.lock().await.async_get_client().await.map(Some),
+        }
+    }
+
+    /// Passes each quiet published on `channel` to `heard` until it is no longer wanted; a
+    /// failed subscription is made again a second later.
+    async fn listen(self: Arc<Self>, channel: String, heard: Heard) {
+        while heard(None) {
+            if let Ok(Ok(Some(client))) =
+                tokio::time::timeout(CONNECTION_TIMEOUT, self.publisher()).await
+            {
+                let subscribed = async {
+                    let mut pubsub = client.get_async_pubsub().await?;
+                    pubsub.subscribe(&channel).await?;
+                    Ok::<_, RedisError>(pubsub.into_on_message())
+                };
+                if let Ok(Ok(mut messages)) =
+                    tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
+                {
+                    loop {
+                        match tokio::time::timeout(RETRY_EVERY, messages.next()).await {
+                            Ok(Some(message)) => {
+                                let wait = message.get_payload::<u64>().ok();
+                                if !heard(wait.map(Duration::from_millis)) {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(_) if !heard(None) => return,
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(RETRY_EVERY).await;
         }
     }
 
@@ -397,6 +445,11 @@ impl Store for RedisStore {
             self.run(name, "report", admission).await?;
             Ok(())
         })
+    }
+
+    fn listen(&self, name: &str, heard: Heard) {
+        let channel = format!("{name}:quiet");
+        tokio::spawn(Arc::clone(&self.topology).listen(channel, heard));
     }
 }
 

@@ -29,7 +29,7 @@ use crate::clock;
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// While a store fails, how often one call tries it again.
-const RETRY_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// How long one instance may probe a window period the fleet does not know yet before
 /// another may: the probe's answer normally releases the others at once.
@@ -423,6 +423,10 @@ pub(crate) struct Admission<'a> {
     pub(crate) want: u64,
 }
 
+/// Told of each quiet another instance reported (`Some(wait)`), or asked whether it is still
+/// wanted (`None`); `false`: its client is gone, and the store stops telling it.
+pub(crate) type Heard = Arc<dyn Fn(Option<Duration>) -> bool + Send + Sync>;
+
 /// A store of the state shared by the fleet. Each operation is one round trip.
 pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
@@ -438,6 +442,10 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
 
     /// Applies `news`.
     fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Tells `heard` of every quiet reported for `name` from now on, as it is reported: the
+    /// message reaches the fleet even when the store loses the state itself.
+    fn listen(&self, name: &str, heard: Heard);
 }
 
 /// A store, with its timeout, its health and the reports that wait for it, shared by every
@@ -531,6 +539,11 @@ impl SharedStore {
 
     pub(crate) fn name(&self, base_url: &Url, api_key: &str) -> String {
         self.store.name(base_url, api_key)
+    }
+
+    /// See [`Store::listen`].
+    pub(crate) fn listen(&self, name: &str, heard: Heard) {
+        self.store.listen(name, heard);
     }
 
     /// Keeps `report` to be sent with the next admission of `name`.

@@ -478,7 +478,8 @@ async fn the_429_holds_another_instance(redis: &RedisServer, sandbox: &Sandbox) 
 /// Issue 21, item 4: a state lost in Redis (evicted, `FLUSHALL`, a restart without
 /// persistence) read as a fresh state: instances that do not pace by the budget (`Pacing::Off`)
 /// all called during the `Retry-After` Redis had forgotten. An instance that saw the state
-/// takes a lost one as unknown: one request probes and the others wait for its answer.
+/// takes a lost one as unknown: one request probes and the others wait for its answer. A
+/// cooldown lost with the state still holds the others, who heard it published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_state_flushed_from_redis_reads_as_unknown_and_one_request_probes() {
     // Two tests of this binary capture logs: see `common::install_log_capture`.
@@ -543,15 +544,18 @@ async fn a_state_flushed_from_redis_reads_as_unknown_and_one_request_probes() {
             .filter(|r| matches!(r, Err(Error::Throttled(_))))
             .count();
         println!("{pacing:?}: after the 429 and the loss, {sent} request sent, {held} calls held");
-        assert_eq!(
-            sent, 1,
-            "{pacing:?}: expected one request to probe after the loss, not a burst into the \
-             Retry-After; results {results:?}"
+        // The others heard the quiet Redis published, unless the loss came first: then one
+        // probes.
+        assert!(
+            sent <= 1,
+            "{pacing:?}: expected at most one request to probe after the loss, not a burst \
+             into the Retry-After; results {results:?}"
         );
         assert_eq!(
             held,
-            INSTANCES - 2,
-            "{pacing:?}: expected the others held by the probe's 429, got {results:?}"
+            INSTANCES - 1 - sent,
+            "{pacing:?}: expected the others held by the quiet or the probe's 429, got \
+             {results:?}"
         );
         assert_eq!(sandbox.stats().bans(), 0, "{pacing:?}: expected no ban");
     }

@@ -359,13 +359,15 @@ async fn sentinel_shares_the_state_through_the_master_and_after_a_failover() {
 
 /// The least a user of one server needs, documented in `RedisState` and the README: the
 /// script (loaded once per server, then called by its hash) and the commands it runs, on the
-/// crate's keys only, and `CONFIG GET` for the check of the settings on the first connection.
+/// crate's keys and channels only, and `CONFIG GET` for the check of the settings on the first
+/// connection.
 const ACL_RULES: &[&str] = &[
     "on",
     ">FAKE-acl-pass-not-a-secret",
     "resetkeys",
     "~petstore-client:*",
     "resetchannels",
+    "&petstore-client:*",
     "-@all",
     "+evalsha",
     "+script|load",
@@ -374,6 +376,8 @@ const ACL_RULES: &[&str] = &[
     "+hset",
     "+del",
     "+pexpire",
+    "+publish",
+    "+subscribe",
     "+config|get",
 ];
 
