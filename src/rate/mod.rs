@@ -54,7 +54,7 @@ pub(crate) use redis::{
 };
 pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
-use store::{Exchange, Heard, Outcome, Verdict, WindowReport};
+use store::{Exchange, Heard, Outcome, Present, Verdict, WindowReport};
 
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
@@ -180,9 +180,27 @@ struct StoreLink {
     name: String,
     /// Hears the quiets other instances report, from the first call on (it needs a runtime).
     listening: Once,
+    /// Without the `redis` feature no link can be made, and no code for one is built.
+    present: Present,
+}
+
+/// A permit's link to the fleet's store, by value uninhabited without the `redis` feature.
+#[derive(Clone, Copy)]
+struct Linked<'a>(&'a StoreLink, Present);
+
+impl std::ops::Deref for Linked<'_> {
+    type Target = StoreLink;
+
+    fn deref(&self) -> &StoreLink {
+        self.0
+    }
 }
 
 impl StoreLink {
+    fn linked(&self) -> Linked<'_> {
+        Linked(self, self.present)
+    }
+
     /// Starts hearing, for `shared` as long as it lives, the quiets other instances report.
     fn listen(&self, shared: &Arc<Shared>) {
         self.listening.call_once(|| {
@@ -221,6 +239,8 @@ struct Ask {
     seen: bool,
     /// How many requests to admit at once: more than one asks for a lease.
     want: u64,
+    /// Uninhabited without the `redis` feature, as [`StoreLink`]'s.
+    _present: Present,
 }
 
 impl RateLimiter {
@@ -237,6 +257,7 @@ impl RateLimiter {
         };
         let store = store.map(|store| StoreLink {
             name: store.name(base_url, key),
+            present: store.present,
             store,
             listening: Once::new(),
         });
@@ -379,7 +400,7 @@ impl RateLimiter {
             generation: state.gate.generation(),
             probe,
             fleet: Fleet {
-                link: self.store.as_ref(),
+                link: self.store.as_ref().map(StoreLink::linked),
                 period_known: state.latest.map(|quota| quota.reset.timestamp()),
                 ..Fleet::default()
             },
@@ -419,6 +440,7 @@ impl RateLimiter {
             metered,
             seen: state.store.seen,
             want,
+            _present: link.present,
         };
         (permit, Some(ask))
     }
@@ -800,7 +822,7 @@ pub(crate) struct Permit<'a> {
 /// What the fleet's store knows of a permit.
 #[derive(Default)]
 struct Fleet<'a> {
-    link: Option<&'a StoreLink>,
+    link: Option<Linked<'a>>,
     /// The fleet admitted this request to find out a period it does not know: the others
     /// wait for its report.
     probe: bool,

@@ -455,7 +455,15 @@ pub(crate) struct SharedStore {
     timeout: Duration,
     health: Arc<Mutex<Health>>,
     outbox: Arc<Mutex<Outbox>>,
+    pub(crate) present: Present,
 }
+
+/// `()` with the `redis` feature; without it uninhabited, so that no store can be made and the
+/// compiler leaves out every path that uses one.
+#[cfg(feature = "redis")]
+pub(crate) type Present = ();
+#[cfg(not(feature = "redis"))]
+pub(crate) type Present = std::convert::Infallible;
 
 #[derive(Debug, Default)]
 struct Health {
@@ -514,12 +522,14 @@ impl fmt::Debug for SharedStore {
 }
 
 impl SharedStore {
+    #[cfg(feature = "redis")]
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
         Self {
             store,
             timeout: DEFAULT_TIMEOUT,
             health: Arc::default(),
             outbox: Arc::default(),
+            present: (),
         }
     }
 
@@ -530,6 +540,7 @@ impl SharedStore {
             timeout,
             health: Arc::clone(&self.health),
             outbox: Arc::clone(&self.outbox),
+            present: self.present,
         }
     }
 
