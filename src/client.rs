@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, HeaderValue};
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -55,20 +56,51 @@ pub(crate) struct Inner {
     pub(crate) http: reqwest::Client,
     pub(crate) base_url: Url,
     pub(crate) pets_url: Url,
-    pub(crate) authorization: HeaderValue,
-    pub(crate) user_agent: HeaderValue,
+    /// `Authorization`, `User-Agent` and the JSON media types, built once.
+    pub(crate) headers: RequestHeaders,
     pub(crate) connect_timeout: Option<Duration>,
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) retry: RetryPolicy,
     /// The retry budget's counts, spent by every clone.
     pub(crate) retry_window: RetryWindow,
-    /// Calls started, by every clone: each draws its retries' jitter by its number.
-    pub(crate) calls: AtomicU64,
+    /// Calls that retried, by every clone: each draws its retries' jitter by its number.
+    pub(crate) retried: AtomicU64,
     pub(crate) max_response_body: usize,
     pub(crate) rate: RateLimiter,
     #[cfg(feature = "metrics")]
     pub(crate) meter: crate::meter::Meter,
+}
+
+/// The headers every request of a client carries, built once: a copy of a map costs less than
+/// adding each header to every request, which hashes its name each time.
+pub(crate) struct RequestHeaders {
+    /// `Authorization`, `User-Agent` and `Accept`.
+    plain: HeaderMap,
+    /// Those and `Content-Type`, for a request with a JSON body.
+    json: HeaderMap,
+}
+
+impl RequestHeaders {
+    pub(crate) fn new(authorization: HeaderValue, user_agent: HeaderValue) -> Self {
+        let json_type = HeaderValue::from_static("application/json");
+        let mut plain = HeaderMap::with_capacity(4);
+        plain.insert(AUTHORIZATION, authorization);
+        plain.insert(USER_AGENT, user_agent);
+        plain.insert(ACCEPT, json_type.clone());
+        let mut json = plain.clone();
+        json.insert(CONTENT_TYPE, json_type);
+        Self { plain, json }
+    }
+
+    /// The headers of a request, with a JSON body or without one.
+    pub(crate) fn of(&self, with_body: bool) -> HeaderMap {
+        if with_body {
+            self.json.clone()
+        } else {
+            self.plain.clone()
+        }
+    }
 }
 
 impl PetStoreClient {
@@ -412,14 +444,13 @@ impl PetStoreClientBuilder {
                 http,
                 base_url,
                 pets_url,
-                authorization,
-                user_agent,
+                headers: RequestHeaders::new(authorization, user_agent),
                 connect_timeout,
                 attempt_timeout: self.attempt_timeout,
                 call_timeout: self.call_timeout,
                 retry: self.retry,
                 retry_window: RetryWindow::new(),
-                calls: AtomicU64::new(0),
+                retried: AtomicU64::new(0),
                 max_response_body: self.max_response_body,
                 rate,
                 #[cfg(feature = "metrics")]

@@ -2,13 +2,12 @@
 //! pacer), the request with its headers, the bounded body read, quota and deprecation
 //! bookkeeping, classification, retries, and decoding.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use chrono::{DateTime, SecondsFormat, Utc};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -71,53 +70,64 @@ const ERROR_BODY_CAP: usize = 64 * 1024;
 
 impl PetStoreClient {
     /// Sends the call and decodes the success body as `T`.
-    pub(crate) async fn execute<T: DeserializeOwned>(&self, call: Call) -> Result<Response<T>> {
+    ///
+    /// Not `async fn`s, these three: an `async fn` keeps its arguments twice in its future,
+    /// and every layer is one more copy of the future as it moves.
+    pub(crate) fn execute<T: DeserializeOwned>(
+        &self,
+        call: Call,
+    ) -> impl Future<Output = Result<Response<T>>> {
         let operation = call.operation;
-        self.execute_with(call, |status, body| decode(operation, status, body))
-            .await
+        self.execute_with(call, move |status, body| decode(operation, status, body))
     }
 
     /// Sends the call and keeps the success body as it came.
-    pub(crate) async fn execute_bytes(&self, call: Call) -> Result<Response<Vec<u8>>> {
-        self.execute_with(call, |_, body| Ok(body.to_vec())).await
+    pub(crate) fn execute_bytes(
+        &self,
+        call: Call,
+    ) -> impl Future<Output = Result<Response<Vec<u8>>>> {
+        self.execute_with(call, |_, body| Ok(body.to_vec()))
     }
 
-    async fn execute_with<V>(
+    #[allow(clippy::manual_async_fn)] // an `async fn` would keep `call` twice, as said above
+    fn execute_with<V>(
         &self,
         call: Call,
         value: impl FnOnce(StatusCode, &[u8]) -> Result<V>,
-    ) -> Result<Response<V>> {
-        // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
-        // they are; numbers as `i64`, which it exports as integers (a `u64` it exports as a
-        // string).
-        let span = tracing::debug_span!(
-            "petstore_client",
-            petstore.operation = call.operation.name(),
-            http.request.method = %call.method,
-            url.path = call.url.path(),
-            server.address = call.url.host_str(),
-            server.port = call.url.port_or_known_default().map(i64::from),
-        );
-        // One reading of the clock for the call's start, its deadline and its wait limit.
-        let start = Instant::now();
-        let mut tally = Tally::default();
-        let limit = self.inner.call_timeout;
-        let deadline = limit.map(|limit| clock::after_from(start, limit));
-        let run = self.run(&call, &mut tally, start, deadline);
-        let outcome = match (limit, deadline) {
-            (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
-                .instrument(span)
-                .await
-                .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Call, Some(limit)))),
-            _ => run.instrument(span).await,
-        };
-        // The call's future is gone, ended or timed out: what it counted is readable.
-        let info = tally.info(start.elapsed());
-        #[cfg(feature = "metrics")]
-        self.inner.meter.call(call.operation.name(), &info);
-        outcome
-            .and_then(|exchange| self.finish(call.operation, exchange, info, value))
-            .map_err(|e| e.with_call(info))
+    ) -> impl Future<Output = Result<Response<V>>> {
+        async move {
+            // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
+            // they are; numbers as `i64`, which it exports as integers (a `u64` it exports as a
+            // string).
+            let span = tracing::debug_span!(
+                "petstore_client",
+                petstore.operation = call.operation.name(),
+                http.request.method = %call.method,
+                url.path = call.url.path(),
+                server.address = call.url.host_str(),
+                server.port = call.url.port_or_known_default().map(i64::from),
+            );
+            // One reading of the clock for the call's start, its deadline and its wait limit.
+            let start = Instant::now();
+            let mut tally = Tally::default();
+            let limit = self.inner.call_timeout;
+            let deadline = limit.map(|limit| clock::after_from(start, limit));
+            let run = self.run(&call, &mut tally, start, deadline);
+            let outcome = match (limit, deadline) {
+                (Some(limit), Some(deadline)) => tokio::time::timeout_at(deadline, run)
+                    .instrument(span)
+                    .await
+                    .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Call, Some(limit)))),
+                _ => run.instrument(span).await,
+            };
+            // The call's future is gone, ended or timed out: what it counted is readable.
+            let info = tally.info(start.elapsed());
+            #[cfg(feature = "metrics")]
+            self.inner.meter.call(call.operation.name(), &info);
+            outcome
+                .and_then(|exchange| self.finish(call.operation, exchange, info, value))
+                .map_err(|e| e.with_call(info))
+        }
     }
 
     /// Sends the call, which started at `start`, until it succeeds or the retry policy gives
@@ -133,20 +143,30 @@ impl PetStoreClient {
         let policy = call.retry.as_ref().unwrap_or(&inner.retry);
         let operation = call.operation;
         let method = &call.method;
-        let mut delays = policy.schedule(inner.calls.fetch_add(1, Ordering::Relaxed));
+        // Made at the first retry: most calls make none.
+        let mut delays = None;
         // The call waits for the rate limit at most `max_server_wait` in all, and never past
         // its own deadline.
         let most = clock::after_from(start, policy.max_server_wait());
         let give_up_at = deadline.map_or(most, |deadline| deadline.min(most));
         loop {
-            let admitted = inner.rate.admit(operation.name(), give_up_at).await;
-            tally.waited.add(match &admitted {
-                Ok((_, waited)) => *waited,
-                Err(held) => held.waited,
-            });
+            let admitted = match inner.rate.try_admit() {
+                Some(admitted) => Ok(admitted),
+                None => inner.rate.admit(operation.name(), give_up_at).await,
+            };
+            tally.waited.add(
+                admitted
+                    .as_ref()
+                    .map_or_else(|held| held.waited, |(_, w)| *w),
+            );
             tally.attempts += u32::from(admitted.is_ok());
             let attempt = tally.attempts;
-            let (permit, _) = admitted.map_err(throttled)?;
+            // Taken apart at once: kept whole, the admission would stay in the future's state
+            // while the attempt runs.
+            let permit = match admitted {
+                Ok((permit, _)) => permit,
+                Err(held) => return Err(throttled(held)),
+            };
             // OpenTelemetry's name: the resends of one request count from 1, and the first
             // sending has none.
             let span = tracing::debug_span!(
@@ -172,34 +192,54 @@ impl PetStoreClient {
                 Err((Action::Retry { floor }, error)) => (floor, error),
                 Err((Action::Finish, error)) => return Err(error),
             };
-            let Some((delay, source)) =
-                retry_delay(policy, floor, &mut delays, give_up_at, deadline)
-            else {
+            let Some((delay, source)) = retry_delay(
+                policy,
+                floor,
+                (&mut delays, &inner.retried),
+                give_up_at,
+                deadline,
+            ) else {
                 return Err(error);
             };
             // Asked last, so that a retry the call would not make spends nothing.
-            if !inner.retry_window.take_retry(policy.retry_budget()) {
-                tracing::info!(
-                    operation = operation.name(),
-                    attempt,
-                    reason = %error,
-                    "not retrying: the client's retry budget is spent"
-                );
+            if !self.retry_allowed(policy, operation, attempt, &error, (delay, source)) {
                 return Err(error);
             }
+            tokio::time::sleep(delay).await;
+            tally.backoff += delay;
+        }
+    }
+
+    /// Whether the client's retry budget allows the retry of `attempt` after `delay` (set by
+    /// `source`), logged either way.
+    fn retry_allowed(
+        &self,
+        policy: &RetryPolicy,
+        operation: Operation,
+        attempt: u32,
+        error: &Error,
+        (delay, source): (Duration, &'static str),
+    ) -> bool {
+        if !self.inner.retry_window.take_retry(policy.retry_budget()) {
             tracing::info!(
                 operation = operation.name(),
                 attempt,
                 reason = %error,
-                delay = ?delay,
-                delay_source = source,
-                "retrying"
+                "not retrying: the client's retry budget is spent"
             );
-            #[cfg(feature = "metrics")]
-            inner.meter.retry(operation.name());
-            tokio::time::sleep(delay).await;
-            tally.backoff += delay;
+            return false;
         }
+        tracing::info!(
+            operation = operation.name(),
+            attempt,
+            reason = %error,
+            delay = ?delay,
+            delay_source = source,
+            "retrying"
+        );
+        #[cfg(feature = "metrics")]
+        self.inner.meter.retry(operation.name());
+        true
     }
 
     /// What an attempt's outcome means for the call: the exchange when it succeeded, else what
@@ -243,19 +283,12 @@ impl PetStoreClient {
         policy: &RetryPolicy,
     ) -> Result<Exchange, Failure> {
         let inner = &self.inner;
-        let mut request = inner
-            .http
-            .request(call.method.clone(), call.url.clone())
-            .header(AUTHORIZATION, inner.authorization.clone())
-            .header(USER_AGENT, inner.user_agent.clone())
-            .header(ACCEPT, HeaderValue::from_static("application/json"));
-        if let Some(body) = &call.body {
-            request = request
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.clone());
-        }
         let exchange = async move {
-            let mut response = match request.send().await {
+            // Built here, so that the future does not keep the request after it is sent.
+            let mut request = reqwest::Request::new(call.method.clone(), call.url.clone());
+            *request.headers_mut() = inner.headers.of(call.body.is_some());
+            *request.body_mut() = call.body.clone().map(reqwest::Body::from);
+            let mut response = match inner.http.execute(request).await {
                 Ok(response) => response,
                 Err(error) => {
                     let unresolved = error.is_dns();
@@ -268,10 +301,16 @@ impl PetStoreClient {
             };
             let status = response.status();
             let at = Instant::now();
-            // One pass over the headers finds every field the client reads.
-            let head = Head::of(response.headers());
-            let report = permit.at_head(status, &head, at, &|n| policy.step(n)).await;
-            let deprecation = Deprecation::from_head(&head);
+            // One pass over the headers finds every field the client reads. The head is not
+            // kept across an await: the future stays smaller.
+            let (report, deprecation, tell) = {
+                let head = Head::of(response.headers());
+                let (report, tell) = permit.heard(status, &head, at, &|n| policy.step(n));
+                (report, Deprecation::from_head(&head), tell)
+            };
+            if let Some(tell) = tell {
+                tell.send().await;
+            }
             let headers = std::mem::take(response.headers_mut());
             let (body, truncated) = if status.is_success() {
                 let cap = inner.max_response_body;
@@ -405,14 +444,16 @@ impl PetStoreClient {
 fn retry_delay(
     policy: &RetryPolicy,
     floor: Duration,
-    delays: &mut Schedule,
+    (delays, retried): (&mut Option<Schedule>, &AtomicU64),
     give_up_at: Instant,
     deadline: Option<Instant>,
 ) -> Option<(Duration, &'static str)> {
     if floor > policy.max_server_wait() || clock::after(floor) > give_up_at {
         return None;
     }
-    let backoff = delays.next()?;
+    // Numbered at its first retry, by the client's calls that retried before it.
+    let schedule = || policy.schedule(retried.fetch_add(1, Ordering::Relaxed));
+    let backoff = delays.get_or_insert_with(schedule).next()?;
     // `Retry-After` is a floor: the backoff (and its jitter) only ever adds to it.
     let (delay, source) = if floor >= backoff {
         (floor, "Retry-After")

@@ -178,8 +178,8 @@ impl RetryPolicy {
             .with_max_delay(self.max_delay)
     }
 
-    /// The delays of the retries of a client's `call`-th call, in order; it ends after
-    /// `max_retries` delays.
+    /// The delays of the retries of the `call`-th call of a client to retry, in order; it ends
+    /// after `max_retries` delays.
     pub(crate) fn schedule(&self, call: u64) -> Schedule {
         let mut builder = self
             .backoff()
@@ -352,7 +352,7 @@ impl RetryPolicyBuilder {
 
     /// Draws the jitter from `seed` rather than at random, so that a test on a paused clock
     /// replays the same delays: each call of a client draws a sequence of its own, by the
-    /// order in which the client's calls (its clones' included) start.
+    /// order in which the client's calls (its clones' included) first retry.
     ///
     /// ```
     /// let policy = petstore_client::RetryPolicy::builder().jitter_seed(7).build();

@@ -151,7 +151,12 @@ impl RetryWindow {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = WINDOW / SLOTS as u32;
         let now = Instant::now();
-        let ended = now.duration_since(slots.start).as_nanos() / slot.as_nanos();
+        let since = now.duration_since(slots.start);
+        // Most calls come within the current slot: no division for them.
+        if since < slot {
+            return slots;
+        }
+        let ended = since.as_nanos() / slot.as_nanos();
         // After a whole window every slot has ended: each is emptied once, and the slots
         // start again now.
         for _ in 0..ended.min(SLOTS as u128) {

@@ -37,16 +37,14 @@ impl ServerTime {
     /// in `[Date, Date + 1 s)` when the head left; taking `Date` itself places every later
     /// server instant at its latest possible local instant: waits come late, never early.
     pub(crate) fn of_response(date: Option<&HeaderValue>, at: Instant, local: &Clock) -> Self {
-        let date = date
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| httpdate::parse_http_date(value.trim()).ok())
-            .and_then(|date| date.duration_since(UNIX_EPOCH).ok());
-        let unix = match date {
-            Some(since_epoch) => since_epoch.as_secs_f64(),
-            None => local.unix_at(at),
-        };
+        Self::of_date(date.and_then(unix_of_date), at, local)
+    }
+
+    /// [`of_response`](Self::of_response) of a `Date` already read as Unix seconds (`None`:
+    /// none, or not a date).
+    fn of_date(date: Option<f64>, at: Instant, local: &Clock) -> Self {
         Self {
-            unix,
+            unix: date.unwrap_or_else(|| local.unix_at(at)),
             at,
             dated: date.is_some(),
             may_lag: 0.0,
@@ -138,6 +136,12 @@ impl ServerTime {
     }
 }
 
+/// The Unix seconds an HTTP-date names; `None` when the value is not one.
+fn unix_of_date(value: &HeaderValue) -> Option<f64> {
+    let date = httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()?;
+    Some(date.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
 /// How long a reading of the service's clock is kept as the best one; beyond that a drift
 /// between the two clocks could add up to an early wait.
 const READING_KEPT_FOR: Duration = Duration::from_secs(60);
@@ -164,10 +168,11 @@ const LEAST_SLACK: f64 = 0.1;
 /// agreed with the reading kept for [`READING_KEPT_FOR`].
 #[derive(Debug, Default)]
 pub(crate) struct ServerClock {
-    /// The `Date` value last seen and when it was first, so that it is parsed only when it
-    /// changes, or comes again a second or more later: one clock shows a value for less than
-    /// a second, so that is another clock, a second or more behind the one that showed it.
-    last_date: Option<(HeaderValue, Instant)>,
+    /// The `Date` value last seen, when it was first, and what it reads as (Unix seconds),
+    /// so that it is read again only when it changes, or comes again a second or more later:
+    /// one clock shows a value for less than a second, so that is another clock, a second or
+    /// more behind the one that showed it. Its text is parsed only when it changes.
+    last_date: Option<(HeaderValue, Instant, Option<f64>)>,
     best: Option<ServerTime>,
     /// A reading of the service's clock that no backend up to a second ahead of the others
     /// can have moved forward: a `Date` raises it only to a second below what it shows.
@@ -195,12 +200,16 @@ impl ServerClock {
         let Some(date) = date else {
             return ServerTime::of_response(None, at, local);
         };
-        let seen = self.last_date.as_ref().is_some_and(|(value, first)| {
+        let seen = self.last_date.as_ref().is_some_and(|(value, first, _)| {
             value == date && at.saturating_duration_since(*first) < Duration::from_secs(1)
         });
         if !seen {
-            self.last_date = Some((date.clone(), at));
-            let reading = ServerTime::of_response(Some(date), at, local);
+            let unix = match &self.last_date {
+                Some((value, _, unix)) if value == date => *unix,
+                _ => unix_of_date(date),
+            };
+            self.last_date = Some((date.clone(), at, unix));
+            let reading = ServerTime::of_date(unix, at, local);
             self.best = Some(match self.best {
                 Some(best) => self.keep_or_replace(best, reading),
                 None => {

@@ -31,26 +31,54 @@ pub(crate) fn parse_digits(value: &str) -> Option<u64> {
     parse_digit_bytes(value.as_bytes())
 }
 
-/// [`parse_digits`] of bytes.
+/// [`parse_digits`] of bytes, eight digits at a time: every response has a reset of ten
+/// digits, and a limit and remaining of any length.
 pub(crate) fn parse_digit_bytes(value: &[u8]) -> Option<u64> {
     if value.is_empty() {
         return None;
     }
     // Nineteen digits never overflow a `u64`; more may.
-    let short = value.len() <= 19;
-    let mut parsed: u64 = 0;
-    for &byte in value {
-        let digit = u64::from(byte.wrapping_sub(b'0'));
-        if digit > 9 {
-            return None;
+    if value.len() > 19 {
+        let mut parsed: u64 = 0;
+        for &byte in value {
+            parsed = parsed.checked_mul(10)?.checked_add(digit(byte)?)?;
         }
-        parsed = if short {
-            parsed * 10 + digit
-        } else {
-            parsed.checked_mul(10)?.checked_add(digit)?
-        };
+        return Some(parsed);
+    }
+    let mut chunks = value.chunks_exact(8);
+    let mut parsed: u64 = 0;
+    for chunk in &mut chunks {
+        let chunk: [u8; 8] = chunk.try_into().ok()?;
+        parsed = parsed * 100_000_000 + eight_digits(chunk)?;
+    }
+    for &byte in chunks.remainder() {
+        parsed = parsed * 10 + digit(byte)?;
     }
     Some(parsed)
+}
+
+/// The value of one decimal digit.
+fn digit(byte: u8) -> Option<u64> {
+    let digit = u64::from(byte.wrapping_sub(b'0'));
+    (digit <= 9).then_some(digit)
+}
+
+/// Eight decimal digits read as one number, all at once (the first byte the most significant).
+fn eight_digits(chunk: [u8; 8]) -> Option<u64> {
+    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    let bytes = u64::from_le_bytes(chunk);
+    // A digit is 0x30..=0x39: its high nibble is 3, and still 3 with 6 added. A byte that
+    // carries when 6 is added is 0xFA or more, whose own high nibble already fails.
+    let high = bytes & NIBBLES;
+    let high_plus_six = (bytes.wrapping_add(0x0606_0606_0606_0606) & NIBBLES) >> 4;
+    if high | high_plus_six != 0x3333_3333_3333_3333 {
+        return None;
+    }
+    // Pairs of digits, then fours, then the eight (Lemire's multiply-and-shift).
+    let digits = bytes & 0x0F0F_0F0F_0F0F_0F0F;
+    let pairs = digits.wrapping_mul(10 * 256 + 1) >> 8;
+    let fours = (pairs & 0x00FF_00FF_00FF_00FF).wrapping_mul(100 * 65_536 + 1) >> 16;
+    Some((fours & 0x0000_FFFF_0000_FFFF).wrapping_mul(10_000 * (1 << 32) + 1) >> 32)
 }
 
 pub(crate) fn is_digits(value: &str) -> bool {
@@ -113,6 +141,16 @@ mod tests {
         fn digits_parse_as_from_str_without_a_sign(value in "[0-9]{0,25}|\\+?[0-9]{1,3}|\\PC{0,8}") {
             let expected = if is_digits(&value) { value.parse().ok() } else { None };
             prop_assert_eq!(parse_digits(&value), expected);
+        }
+
+        /// Bytes, eight at a time or not, read as their text reads.
+        #[test]
+        fn digit_bytes_parse_as_their_text(
+            value in prop::collection::vec(prop_oneof![4 => b'0'..=b'9', 1 => any::<u8>()], 0..25)
+        ) {
+            let text = std::str::from_utf8(&value).ok().filter(|text| is_digits(text));
+            let expected = text.and_then(|text| text.parse().ok());
+            prop_assert_eq!(parse_digit_bytes(&value), expected);
         }
     }
 }

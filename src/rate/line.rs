@@ -45,8 +45,8 @@ impl Line {
     /// lasts past `give_up_at`, or when `give_up_at` comes first.
     pub(super) async fn join(&self, give_up_at: Instant) -> Result<Turn<'_>, (Instant, Hold)> {
         // Nobody in line: the common case costs no registration.
-        if let Ok(first) = self.turn.try_lock() {
-            return Ok(self.turn_with(first));
+        if let Some(turn) = self.try_join() {
+            return Ok(turn);
         }
         let _waiting = Waiting::new(self, give_up_at);
         let mut ahead = self.ahead.subscribe();
@@ -71,6 +71,11 @@ impl Line {
 }
 
 impl Line {
+    /// The turn, if nobody has it: [`join`](Self::join) without a wait.
+    pub(super) fn try_join(&self) -> Option<Turn<'_>> {
+        self.turn.try_lock().ok().map(|first| self.turn_with(first))
+    }
+
     fn turn_with<'a>(&'a self, first: tokio::sync::MutexGuard<'a, ()>) -> Turn<'a> {
         Turn {
             line: self,

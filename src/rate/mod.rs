@@ -44,7 +44,7 @@ use budget::{Budgets, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
 use lease::{Grant, Lease};
-use line::Line;
+use line::{Line, Turn};
 pub(crate) use pacer::Hold;
 pub use pacer::Pacing;
 use pacer::{Decision, View, Wire};
@@ -186,19 +186,25 @@ struct StoreLink {
 
 /// A permit's link to the fleet's store, by value uninhabited without the `redis` feature.
 #[derive(Clone, Copy)]
-struct Linked<'a>(&'a StoreLink, Present);
+struct Linked<'a> {
+    link: &'a StoreLink,
+    _present: Present,
+}
 
 impl std::ops::Deref for Linked<'_> {
     type Target = StoreLink;
 
     fn deref(&self) -> &StoreLink {
-        self.0
+        self.link
     }
 }
 
 impl StoreLink {
     fn linked(&self) -> Linked<'_> {
-        Linked(self, self.present)
+        Linked {
+            link: self,
+            _present: self.present,
+        }
     }
 
     /// Starts hearing, for `shared` as long as it lives, the quiets other instances report.
@@ -282,6 +288,26 @@ impl RateLimiter {
         (state.budgets.instances(), live, state.store.lost_total)
     }
 
+    /// [`admit`](Self::admit) when the request may go at once, as most do: nobody in line, no
+    /// fleet's store to ask, and this process's discipline lets it go. `None`, having changed
+    /// nothing, when it may not: then `admit` decides.
+    pub(crate) fn try_admit(&self) -> Option<(Permit<'_>, Waited)> {
+        if self.store.is_some() {
+            return None;
+        }
+        let shared = &*self.shared;
+        let _turn = shared.line.try_join()?;
+        let now = Instant::now();
+        let mut state = shared.lock();
+        let Decision::Go { probe } = state.decide(self.pacing, now) else {
+            return None;
+        };
+        state.front_waiting = false;
+        let (mut permit, _) = self.admitted(&mut state, now, probe);
+        permit.handed_out = true;
+        Some((permit, Waited::default()))
+    }
+
     /// Waits, first in first out, until a request may be sent, and says how long it waited
     /// and why. Fails with what holds it ([`Held`]) at once when a hold would last past
     /// `give_up_at`, and at `give_up_at` when the request is still waiting then: in line, for
@@ -303,13 +329,19 @@ impl RateLimiter {
             // The line's turn is left before the store's round trip: waiting for Redis holds
             // no other call. Held by the fleet, the call joins the line again, where the
             // fleet's hold now holds every call of the process.
-            let permit = match ask {
-                Some(ask) => self.ask_store(permit, ask).await,
-                None => Some(permit),
+            // Without a round trip to the store, the permit is handed out at the instant the
+            // process admitted it: the clock need not be read again.
+            let (permit, asked) = match ask {
+                Some(ask) => (self.ask_store(permit, ask).await, true),
+                None => (Some(permit), false),
             };
             if let Some(mut permit) = permit {
                 // The last hold ended where the process admitted it, as it handed it out.
-                let now = Instant::now();
+                let now = if asked {
+                    Instant::now()
+                } else {
+                    permit.sent_at
+                };
                 permit.handed_out = true;
                 permit.sent_at = now;
                 return Ok((permit, holds.end(now)));
@@ -328,18 +360,7 @@ impl RateLimiter {
         holds: &mut Holds,
     ) -> Result<(Permit<'_>, Option<Ask>), Held> {
         let shared = &*self.shared;
-        let mut join = pin!(shared.line.join(give_up_at));
-        // Polled once first, so that a call with nobody ahead records no wait in line.
-        let joined = match std::future::poll_fn(|cx| Poll::Ready(join.as_mut().poll(cx))).await {
-            Poll::Ready(joined) => joined,
-            Poll::Pending => {
-                holds.at(Instant::now(), Some(HeldBy::Line));
-                let joined = join.await;
-                holds.at(Instant::now(), None);
-                joined
-            }
-        };
-        let turn = match joined {
+        let turn = match self.join_line(give_up_at, holds).await {
             Ok(turn) => turn,
             Err((until, hold)) => {
                 let now = Instant::now();
@@ -350,6 +371,17 @@ impl RateLimiter {
                 ));
             }
         };
+        // Most requests go at once and need no wake-up: only one that will wait registers for
+        // it, then decides again.
+        {
+            let now = Instant::now();
+            let mut state = shared.lock();
+            if let Decision::Go { probe } = state.decide(self.pacing, now) {
+                holds.at(now, None);
+                state.front_waiting = false;
+                return Ok(self.admitted(&mut state, now, probe));
+            }
+        }
         loop {
             let mut changed = pin!(shared.changed.notified());
             changed.as_mut().enable();
@@ -387,6 +419,31 @@ impl RateLimiter {
             // Woken or timed out, either way: look again.
             let wake_at = until.map_or(give_up_at, |until| until.min(give_up_at));
             let _ = tokio::time::timeout_at(wake_at, changed).await;
+        }
+    }
+
+    /// The request's turn in line, its wait for it added to `holds`; what holds the one ahead
+    /// when that lasts past `give_up_at`.
+    async fn join_line(
+        &self,
+        give_up_at: Instant,
+        holds: &mut Holds,
+    ) -> Result<Turn<'_>, (Instant, Hold)> {
+        let line = &self.shared.line;
+        if let Some(turn) = line.try_join() {
+            // Nobody in line: no future to make.
+            return Ok(turn);
+        }
+        let mut join = pin!(line.join(give_up_at));
+        // Polled once first, so that a call with nobody ahead records no wait in line.
+        match std::future::poll_fn(|cx| Poll::Ready(join.as_mut().poll(cx))).await {
+            Poll::Ready(joined) => joined,
+            Poll::Pending => {
+                holds.at(Instant::now(), Some(HeldBy::Line));
+                let joined = join.await;
+                holds.at(Instant::now(), None);
+                joined
+            }
         }
     }
 
@@ -837,7 +894,34 @@ struct Fleet<'a> {
     period_known: Option<i64>,
 }
 
-impl Permit<'_> {
+/// What a response head said that the fleet's store must hear at once.
+pub(crate) struct Tell<'a> {
+    link: Linked<'a>,
+    report: Option<WindowReport>,
+    outcome: Outcome,
+}
+
+impl Tell<'_> {
+    /// Puts the report in the store's outbox, and waits for the first try to deliver it
+    /// unless there is nothing the others wait for.
+    pub(crate) async fn send(self) {
+        let Self {
+            link,
+            report,
+            outcome,
+        } = self;
+        if outcome == Outcome::Nothing {
+            let (store, name) = (Arc::clone(&link.store), link.name.clone());
+            tokio::spawn(async move { store.report(&name, report.as_slice(), outcome).await });
+        } else {
+            link.store
+                .report(&link.name, report.as_slice(), outcome)
+                .await;
+        }
+    }
+}
+
+impl<'a> Permit<'a> {
     /// The response head arrived at `at`: read the service's clock, quota and `Retry-After`,
     /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
     /// responses in a row before it), then let held requests look again. The
@@ -846,6 +930,7 @@ impl Permit<'_> {
     /// was counted in (without the call waiting for it), otherwise with this process's next
     /// admission. Either way the report waits in the store's outbox until the store takes it:
     /// neither this call's cancellation nor a store that does not answer in time loses it.
+    #[cfg(any(fuzzing, petstore_internals))]
     pub(crate) async fn at_head(
         self,
         status: StatusCode,
@@ -853,19 +938,31 @@ impl Permit<'_> {
         at: Instant,
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> HeadReport {
-        let store = self.fleet.link;
-        let (said, tell) = self.settle(status, head, at, backoff);
-        if let (Some(link), Some((report, outcome))) = (store, tell) {
-            if outcome == Outcome::Nothing {
-                let (store, name) = (Arc::clone(&link.store), link.name.clone());
-                tokio::spawn(async move { store.report(&name, report.as_slice(), outcome).await });
-            } else {
-                link.store
-                    .report(&link.name, report.as_slice(), outcome)
-                    .await;
-            }
+        let (said, tell) = self.heard(status, head, at, backoff);
+        if let Some(tell) = tell {
+            tell.send().await;
         }
         said
+    }
+
+    /// `at_head` up to telling the fleet: what the head said, and what the
+    /// fleet must hear, if anything. Not async, so that a caller without a fleet to tell
+    /// keeps no future for it, nor the head, across an await.
+    pub(crate) fn heard(
+        self,
+        status: StatusCode,
+        head: &Head<'_>,
+        at: Instant,
+        backoff: &(dyn Fn(u32) -> Duration + Sync),
+    ) -> (HeadReport, Option<Tell<'a>>) {
+        let store = self.fleet.link;
+        let (said, tell) = self.settle(status, head, at, backoff);
+        let tell = store.zip(tell).map(|(link, (report, outcome))| Tell {
+            link,
+            report,
+            outcome,
+        });
+        (said, tell)
     }
 
     /// [`at_head`](Self::at_head) in this process; what to tell the fleet at once, if anything.
