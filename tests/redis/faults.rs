@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::redis_fleet::{
-    Calls, WINDOW, assert_safe, config_set, hammer, instance_builder, limited, redis_connection,
-    sandbox,
+    Calls, WINDOW, assert_safe, config_set, hammer, info, instance_builder, limited,
+    redis_connection, sandbox,
 };
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
@@ -141,19 +141,6 @@ fn assert_fault_safe(scenario: &str, run: &Run) {
         "{scenario}: expected every call to end within {BOUND:?}, the slowest took {:?}",
         run.calls.slowest
     );
-}
-
-/// The value of `field` in `INFO section`.
-async fn info(redis: &mut MultiplexedConnection, section: &str, field: &str) -> String {
-    let text: String = redis::cmd("INFO")
-        .arg(section)
-        .query_async(redis)
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(|value| value.trim().to_owned())
-        .unwrap_or_else(|| panic!("expected {field} in INFO {section}, got {text}"))
 }
 
 /// The name of the state in Redis, once an instance has written it.
