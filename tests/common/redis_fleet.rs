@@ -10,6 +10,7 @@ use petstore_sandbox::{LoggedRequest, Plan, Sandbox};
 use tokio::time::Instant;
 
 use super::redis_server::RedisServer;
+use super::slow_link::SlowLink;
 
 pub const KEY: &str = "FAKE-fleet-key-not-a-secret";
 pub const TASKS: usize = 16;
@@ -185,6 +186,24 @@ pub async fn info(
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .map(|value| value.trim().to_owned())
         .unwrap_or_else(|| panic!("expected {field} in INFO {section}, got {text}"))
+}
+
+/// A replica of the server on `master_port`, following it through a link of `lag` each way,
+/// once it follows (the first synchronisation takes a few round trips of the link); and that
+/// link, which the replica follows through while it lives.
+pub async fn lagging_replica(master_port: u16, lag: Duration) -> (RedisServer, SlowLink) {
+    let link = SlowLink::start(master_port, lag).await;
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &link.port().to_string()]);
+    let mut to_replica = redis_connection(&replica).await;
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while info(&mut to_replica, "replication", "master_link_status").await != "up" {
+        assert!(
+            Instant::now() < give_up,
+            "expected the replica to follow the master within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (replica, link)
 }
 
 /// The names of the crate's states in the Redis of `redis`.
