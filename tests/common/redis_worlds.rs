@@ -36,8 +36,8 @@ pub enum Space {
     All,
     /// The worlds the crate's documents promise safe: a fault that can leave the fleet without
     /// shared state for a while, which keeps at most [`WITHOUT_SHARED_STATE`] instances from
-    /// a ban, is drawn only for fleets that small; slow replies too, which ban larger fleets
-    /// today ([`draw_fault`]).
+    /// a ban, is drawn only for fleets that small; so are slow replies, which can ban larger
+    /// fleets as well ([`draw_fault`]).
     Promised,
 }
 
@@ -212,7 +212,7 @@ pub fn world(seed: u64, space: Space) -> World {
 /// losing the state again and again leaves each instance under its own discipline meanwhile,
 /// as without shared state (`docs/redis.md`): contract 1 keeps at most that many from a ban.
 /// Slow replies are meant to keep the fleet sharing (the timeout stretches), but larger fleets
-/// are banned under them today, as under the others: the ignored regression tests in
+/// are banned under them, as under the others: the ignored regression tests in
 /// `tests/redis/worlds.rs` hold such worlds. The whole space ([`Space::All`]) draws every fault
 /// for every fleet, and its draws are the promised space's wherever the fleet is that small.
 fn draw_fault(
