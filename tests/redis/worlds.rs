@@ -150,16 +150,26 @@ fn replay_whole_space(seed: u64) {
 /// started again empty 0.83 s later. The key was banned (14 × 429), though no instance sent more
 /// than one request inside a `Retry-After`: the instances, each on its own while Redis was down
 /// (and for up to a second after, until each tried it again), put more than the service's ten
-/// into one cooldown. Banned in 2 of 3 runs.
+/// into one cooldown. Banned in 2 of 4 runs.
 #[test]
 #[ignore = "a fleet of more than 9 is banned while Redis is down"]
 fn eighteen_instances_through_a_restart_of_redis_whole_space_seed_36() {
     replay_whole_space(36);
 }
 
+/// Seed 156 of the whole space: 48 instances, 20 per 3 s window, Redis killed at 3.81 s and
+/// started again empty 0.3 s later: banned (47 × 429 in 107 requests; 46 inside a wait, from 46
+/// instances), at most one request per instance inside a `Retry-After`. Banned in 2 of 3 runs.
+/// A restart of 46 ms under 27 instances (seed 56) banned in 1 of 4.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis is down"]
+fn forty_eight_instances_through_a_short_restart_of_redis_whole_space_seed_156() {
+    replay_whole_space(156);
+}
+
 /// Seed 76 of the whole space: 34 instances, 5 per 3 s window, Redis killed twice, at 4.02 s
 /// (down 0.19 s) and 4.47 s (down 0.24 s): banned (32 requests inside a wait, from 32
-/// instances), at most one request per instance inside a `Retry-After`. Banned in 2 of 2 runs.
+/// instances), at most one request per instance inside a `Retry-After`. Banned in 3 of 3 runs.
 #[test]
 #[ignore = "a fleet of more than 9 is banned while Redis is down"]
 fn thirty_four_instances_through_two_short_restarts_whole_space_seed_76() {
@@ -169,7 +179,7 @@ fn thirty_four_instances_through_two_short_restarts_whole_space_seed_76() {
 /// Seed 54 of the whole space: 61 instances, 60 per 2 s window, Redis frozen at 2.38 s for
 /// 0.67 s, then failed over at 3.73 s to a replica 0.78 s behind: banned (21 × 429 in 81
 /// requests; 54 inside a wait, from 54 instances), at most one request per instance inside a
-/// `Retry-After`. Banned in 2 of 2 runs; a freeze alone, or a failover alone, under fleets of
+/// `Retry-After`. Banned in 3 of 3 runs; a freeze alone, or a failover alone, under fleets of
 /// 11 to 62 did not ban in the runs made.
 #[test]
 #[ignore = "a fleet of more than 9 is banned while Redis is frozen, then failed over"]
@@ -181,7 +191,7 @@ fn sixty_one_instances_through_a_freeze_then_a_failover_whole_space_seed_54() {
 /// 48 to 167 ms late each way for 2.2 s from 1.96 s: banned (27 × 429 in 47 requests), at most
 /// one request per instance inside a `Retry-After` (19 to 27 requests inside a wait, each from
 /// another instance). Replies that slow are within what the timeout stretches to, so the fleet
-/// should have gone on sharing the budget and the cooldown (`docs/redis.md`). Banned in 3 of 3
+/// should have gone on sharing the budget and the cooldown (`docs/redis.md`). Banned in 3 of 4
 /// runs.
 #[test]
 #[ignore = "a fleet of more than 9 is banned while Redis replies slowly"]
@@ -192,7 +202,7 @@ fn thirty_six_instances_through_slow_replies_whole_space_seed_9() {
 /// Seed 38 of the whole space: 46 instances, 5 per 3 s window, Redis flushed every 20 ms for
 /// 2.5 s from 2.86 s, and its replies 95 to 387 ms late each way for 1.4 s from 2.99 s: banned
 /// (35 × 429 in 50 requests), at most one request per instance inside a `Retry-After`. Banned
-/// in 1 of 2 runs.
+/// in 2 of 3 runs.
 #[test]
 #[ignore = "a fleet of more than 9 is banned while Redis keeps losing the state"]
 fn forty_six_instances_while_redis_keeps_losing_the_state_whole_space_seed_38() {
