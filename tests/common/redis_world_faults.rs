@@ -144,9 +144,9 @@ async fn flush_again_and_again(url: String, lasting: Duration) {
     }
 }
 
-/// Sets `maxmemory` just above what Redis uses and `allkeys-lru`, and writes other data until
-/// the state is evicted, or for 5 s at most: the state is the key the fleet uses most, so LRU
-/// evicts it last (`EXISTS` does not count as a use).
+/// Sets `maxmemory` just above what Redis uses and `allkeys-lru`, waits for the state, and
+/// writes other data until the state is evicted, for 5 s at most in all: the state is the key
+/// the fleet uses most, so LRU evicts it last (`EXISTS` does not count as a use).
 async fn evict_the_state(direct: &mut MultiplexedConnection) -> String {
     /// Each of the other data's values; a few dozen fill what Redis has left.
     const JUNK: usize = 64 * 1024;
@@ -156,8 +156,17 @@ async fn evict_the_state(direct: &mut MultiplexedConnection) -> String {
     config_set(direct, "maxmemory", &(used + ROOM).to_string()).await;
     config_set(direct, "maxmemory-policy", "allkeys-lru").await;
     let give_up = Instant::now() + Duration::from_secs(5);
-    let Some(name) = states(direct).await.into_iter().next() else {
-        return "eviction: no state to evict yet".to_owned();
+    // Just after the state was lost (a flush, a restart, an eviction before), the fleet writes
+    // it again with its next admission.
+    let mut name = None;
+    while name.is_none() && Instant::now() < give_up {
+        name = states(direct).await.into_iter().next();
+        if name.is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let Some(name) = name else {
+        return "eviction: no state to evict in 5 s".to_owned();
     };
     let mut written = 0_u64;
     while Instant::now() < give_up {
