@@ -10,6 +10,7 @@ use petstore_sandbox::{LoggedRequest, Plan, Sandbox};
 use tokio::time::Instant;
 
 use super::redis_server::RedisServer;
+use super::slow_link::SlowLink;
 
 pub const KEY: &str = "FAKE-fleet-key-not-a-secret";
 pub const TASKS: usize = 16;
@@ -61,21 +62,40 @@ pub struct Calls {
     pub slowest: Duration,
     /// When each call that returned started, and how long it took.
     pub took: Vec<(Instant, Duration)>,
+    /// How many calls were still pending at their bound, when the run has one.
+    pub past_bound: usize,
 }
 
 /// `TASKS` tasks per client call back to back until `deadline`; a call cut off by the end of
 /// the run counts for nothing.
 pub async fn hammer(clients: &[PetStoreClient], deadline: Instant) -> Calls {
+    hammer_with(clients, TASKS, deadline, None).await
+}
+
+/// `tasks` tasks per client call back to back until `deadline`. Without a `bound`, a call cut
+/// off by the end of the run counts for nothing; with one, each call is waited for up to its
+/// bound, the run's end aside, and one still pending then counts in `past_bound`.
+pub async fn hammer_with(
+    clients: &[PetStoreClient],
+    tasks_per_client: usize,
+    deadline: Instant,
+    bound: Option<Duration>,
+) -> Calls {
     let mut tasks = Vec::new();
     for client in clients {
-        for _ in 0..TASKS {
+        for _ in 0..tasks_per_client {
             let client = client.clone();
             tasks.push(tokio::spawn(async move {
                 let mut calls = Calls::default();
                 while Instant::now() < deadline {
                     let start = Instant::now();
                     let call = client.list_pets().limit(1).send();
-                    let Ok(result) = tokio::time::timeout_at(deadline, call).await else {
+                    let until = bound.map_or(deadline, |bound| start + bound);
+                    let Ok(result) = tokio::time::timeout_at(until, call).await else {
+                        if bound.is_some() {
+                            calls.past_bound += 1;
+                            calls.slowest = calls.slowest.max(start.elapsed());
+                        }
                         break;
                     };
                     calls.slowest = calls.slowest.max(start.elapsed());
@@ -102,6 +122,7 @@ pub async fn hammer(clients: &[PetStoreClient], deadline: Instant) -> Calls {
         let calls = task.await.expect("a task of the run");
         all.succeeded += calls.succeeded;
         all.rate_limited += calls.rate_limited;
+        all.past_bound += calls.past_bound;
         all.slowest = all.slowest.max(calls.slowest);
         all.took.extend(calls.took);
         for (error, n) in calls.failed {
@@ -148,6 +169,41 @@ pub async fn config_set(redis: &mut redis::aio::MultiplexedConnection, name: &st
         .query_async(redis)
         .await
         .unwrap_or_else(|error| panic!("expected CONFIG SET {name} {value} to succeed: {error}"));
+}
+
+/// The value of `field` in `INFO section`.
+pub async fn info(
+    redis: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    field: &str,
+) -> String {
+    let text: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(redis)
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|value| value.trim().to_owned())
+        .unwrap_or_else(|| panic!("expected {field} in INFO {section}, got {text}"))
+}
+
+/// A replica of the server on `master_port`, following it through a link of `lag` each way,
+/// once it follows (the first synchronisation takes a few round trips of the link); and that
+/// link, which the replica follows through while it lives.
+pub async fn lagging_replica(master_port: u16, lag: Duration) -> (RedisServer, SlowLink) {
+    let link = SlowLink::start(master_port, lag).await;
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &link.port().to_string()]);
+    let mut to_replica = redis_connection(&replica).await;
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while info(&mut to_replica, "replication", "master_link_status").await != "up" {
+        assert!(
+            Instant::now() < give_up,
+            "expected the replica to follow the master within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (replica, link)
 }
 
 /// The names of the crate's states in the Redis of `redis`.

@@ -2,11 +2,11 @@
 //! distant server's link would: the real server behind it is slowed, never mocked. The delay
 //! is fixed, or drawn for each chunk from a range (a congested link); bytes in flight do not
 //! wait for one another, so requests sent together arrive together, and a chunk never
-//! overtakes the one before it.
+//! overtakes the one before it. The delays can change while the link runs.
 
 use std::ops::RangeInclusive;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +19,8 @@ pub struct SlowLink {
     port: u16,
     /// Where each new connection is linked to; existing ones stay where they were.
     target: Arc<AtomicU16>,
+    /// The range each chunk's delay is drawn from, for every connection.
+    delays: Arc<Mutex<RangeInclusive<Duration>>>,
     accept: JoinHandle<()>,
 }
 
@@ -37,8 +39,10 @@ impl SlowLink {
             .expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
         let target = Arc::new(AtomicU16::new(target_port));
+        let delays = Arc::new(Mutex::new(delays));
         let accept = tokio::spawn({
             let target = Arc::clone(&target);
+            let delays = Arc::clone(&delays);
             async move {
                 while let Ok((near, _)) = listener.accept().await {
                     let target_port = target.load(Ordering::SeqCst);
@@ -53,12 +57,12 @@ impl SlowLink {
                     tokio::spawn(delayed(
                         near_read,
                         far_write,
-                        Delays::new(delays.clone(), 1),
+                        Delays::new(Arc::clone(&delays), 1),
                     ));
                     tokio::spawn(delayed(
                         far_read,
                         near_write,
-                        Delays::new(delays.clone(), 2),
+                        Delays::new(Arc::clone(&delays), 2),
                     ));
                 }
             }
@@ -66,6 +70,7 @@ impl SlowLink {
         Self {
             port,
             target,
+            delays,
             accept,
         }
     }
@@ -79,6 +84,12 @@ impl SlowLink {
     pub fn retarget(&self, target_port: u16) {
         self.target.store(target_port, Ordering::SeqCst);
     }
+
+    /// Delays each chunk read from now on, on every connection, by an amount in `delays`;
+    /// chunks already read keep theirs.
+    pub fn set_delays(&self, delays: RangeInclusive<Duration>) {
+        *self.delays.lock().expect("the delays") = delays;
+    }
 }
 
 impl Drop for SlowLink {
@@ -89,12 +100,12 @@ impl Drop for SlowLink {
 
 /// Delays drawn uniformly from a range by a xorshift generator with a fixed seed.
 struct Delays {
-    range: RangeInclusive<Duration>,
+    range: Arc<Mutex<RangeInclusive<Duration>>>,
     state: u64,
 }
 
 impl Delays {
-    fn new(range: RangeInclusive<Duration>, seed: u64) -> Self {
+    fn new(range: Arc<Mutex<RangeInclusive<Duration>>>, seed: u64) -> Self {
         Self {
             range,
             state: 0x9E37_79B9_7F4A_7C15 ^ seed,
@@ -105,7 +116,8 @@ impl Delays {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
-        let (low, high) = (self.range.start().as_micros(), self.range.end().as_micros());
+        let range = self.range.lock().expect("the delays").clone();
+        let (low, high) = (range.start().as_micros(), range.end().as_micros());
         let span = u64::try_from(high - low).unwrap_or(u64::MAX);
         let micros = low + u128::from(self.state % span.saturating_add(1));
         Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::redis_fleet::{
-    Calls, WINDOW, assert_safe, config_set, hammer, instance_builder, limited, redis_connection,
-    sandbox,
+    Calls, WINDOW, assert_safe, config_set, hammer, info, instance_builder, lagging_replica,
+    limited, redis_connection, sandbox,
 };
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
@@ -141,19 +141,6 @@ fn assert_fault_safe(scenario: &str, run: &Run) {
         "{scenario}: expected every call to end within {BOUND:?}, the slowest took {:?}",
         run.calls.slowest
     );
-}
-
-/// The value of `field` in `INFO section`.
-async fn info(redis: &mut MultiplexedConnection, section: &str, field: &str) -> String {
-    let text: String = redis::cmd("INFO")
-        .arg(section)
-        .query_async(redis)
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(|value| value.trim().to_owned())
-        .unwrap_or_else(|| panic!("expected {field} in INFO {section}, got {text}"))
 }
 
 /// The name of the state in Redis, once an instance has written it.
@@ -289,20 +276,9 @@ async fn four_instances_go_on_safely_when_redis_blocks_for_a_second() {
 async fn four_instances_go_on_safely_after_a_failover_to_a_replica_that_lags() {
     const LAG: Duration = Duration::from_millis(600);
     let mut master = RedisServer::start();
-    let replication = SlowLink::start(master.port(), LAG).await;
-    let replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &replication.port().to_string()]);
+    let (replica, _replication) = lagging_replica(master.port(), LAG).await;
     let mut to_master = redis_connection(&master).await;
     let mut to_replica = redis_connection(&replica).await;
-    // The first synchronisation takes a few round trips of the slow link.
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while info(&mut to_replica, "replication", "master_link_status").await != "up" {
-        assert!(
-            Instant::now() < give_up,
-            "expected the replica to follow the master within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let address = SlowLink::start(master.port(), Duration::ZERO).await;
     let url = format!("redis://127.0.0.1:{}/", address.port());
     let mut admissions = None;

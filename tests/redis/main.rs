@@ -1,5 +1,6 @@
 //! The shared rate-limit state (feature `redis`) on real `redis-server` processes on loopback:
-//! the state and its script, leases, faults, and the Cluster, Sentinel and TLS topologies.
+//! the state and its script, leases, faults, the Cluster, Sentinel and TLS topologies, and
+//! generated worlds of fleets under Redis faults.
 #![cfg(feature = "redis")]
 
 /// The shared test set-up (`tests/common`): the base, and only the helpers these tests use.
@@ -13,6 +14,9 @@ mod common {
     pub mod redis_fleet;
     pub mod redis_server;
     pub mod redis_tls;
+    pub mod redis_world_faults;
+    pub mod redis_worlds;
+    pub mod simulation;
     pub mod slow_link;
 }
 
@@ -21,3 +25,4 @@ mod leases;
 mod script;
 mod state;
 mod topologies;
+mod worlds;

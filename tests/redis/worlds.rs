@@ -1,0 +1,223 @@
+//! Generated worlds of a fleet sharing its state through a real `redis-server`
+//! (`common::redis_worlds`): each seed draws 4 to 64 instances, their tasks, the windows and
+//! up to two Redis faults at instants of the run (a restart, a freeze, a flush, the state
+//! flushed again and again, an eviction, a failover to a replica that lags, slow replies), runs
+//! it on the real clock against the sandbox and a `redis-server` of its own, and checks the
+//! invariants: no ban, at most one request per instance inside any `Retry-After`, no call
+//! pending past its bound, no call failed but on the rate limit. Each world prints its seed,
+//! what was drawn and its figures, goodput among them (printed, never asserted).
+//!
+//! - `cargo test --all-features --test redis worlds` runs the first `DEFAULT_WORLDS` seeds
+//!   of the promised space ([`Space::Promised`]).
+//! - `SIM_WORLDS=100 cargo test --all-features --test redis worlds -- --nocapture` runs more.
+//! - `REDIS_SEED=N` runs that seed's world alone; `REDIS_WORLDS_SPACE=all` draws from every
+//!   world ([`Space::All`]), a Redis that keeps losing the state under fleets of any size.
+
+use crate::common;
+
+use common::redis_worlds::{Space, WITHOUT_SHARED_STATE, World, run, world};
+
+/// About two minutes on two loaded cores, four worlds at a time.
+const DEFAULT_WORLDS: u64 = 30;
+/// The worlds run in this many tests, each on `AT_ONCE` threads: a world mostly waits on the
+/// real clock, and each has its own `redis-server`, sandbox and runtime.
+const PARTS: u64 = 2;
+const AT_ONCE: usize = 2;
+
+fn read(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|value| {
+        value
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {value:?}"))
+    })
+}
+
+/// The seeds to run: `REDIS_SEED` alone, or the first `SIM_WORLDS`.
+fn seeds() -> Vec<u64> {
+    match (read("REDIS_SEED"), read("SIM_WORLDS")) {
+        (Some(seed), _) => vec![seed],
+        (None, worlds) => (0..worlds.unwrap_or(DEFAULT_WORLDS)).collect(),
+    }
+}
+
+/// `REDIS_WORLDS_SPACE=all`, or the promised space.
+fn space() -> Space {
+    match std::env::var("REDIS_WORLDS_SPACE").as_deref() {
+        Ok("all") => Space::All,
+        Ok("promised") | Err(_) => Space::Promised,
+        Ok(other) => panic!("REDIS_WORLDS_SPACE must be `all` or `promised`, not {other:?}"),
+    }
+}
+
+/// Runs one world on a multi-threaded runtime of its own, dropped with whatever the world left
+/// running; the world's line, and its failure if it broke an invariant.
+fn play(world: &World, space: Space) -> Result<(), String> {
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(run(world));
+    let replay = match space {
+        Space::All => "REDIS_WORLDS_SPACE=all ",
+        Space::Promised => "",
+    };
+    let line = format!("{replay}REDIS_SEED={} {world}: {outcome}", world.seed);
+    println!("{line}");
+    outcome
+        .check(world)
+        .map_err(|broken| format!("{line}\n  broke: {broken}"))
+}
+
+#[track_caller]
+fn assert_no_failure(part: u64) {
+    let space = space();
+    let seeds: Vec<u64> = seeds()
+        .into_iter()
+        .filter(|seed| seed % PARTS == part)
+        .collect();
+    // Each thread runs every `AT_ONCE`th of the part's seeds, one world after another.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..AT_ONCE)
+            .map(|thread| {
+                let seeds = &seeds;
+                scope.spawn(move || {
+                    seeds
+                        .iter()
+                        .skip(thread)
+                        .step_by(AT_ONCE)
+                        .filter_map(|seed| play(&world(*seed, space), space).err())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("a thread of worlds"))
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "expected every world to keep the invariants, {} did not (replay one with \
+         REDIS_SEED=<seed> cargo test --all-features --test redis worlds):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn redis_worlds_with_even_seeds_keep_the_invariants() {
+    assert_no_failure(0);
+}
+
+#[test]
+fn redis_worlds_with_odd_seeds_keep_the_invariants() {
+    assert_no_failure(1);
+}
+
+/// A seed is its world: the draw reads nothing but the seed. The promised space keeps the
+/// faults that leave a fleet without sharing for a while to fleets the contract keeps safe
+/// without it, and draws the rest as the whole space does.
+#[test]
+fn a_seed_draws_the_same_world_and_the_promised_space_keeps_outages_to_small_fleets() {
+    for seed in 0..1_000 {
+        let drawn = world(seed, Space::Promised);
+        assert_eq!(drawn, world(seed, Space::Promised), "seed {seed}");
+        assert!((4..=64).contains(&drawn.instances), "seed {seed}: {drawn}");
+        let small = drawn.instances <= WITHOUT_SHARED_STATE;
+        let unshared = drawn
+            .faults
+            .iter()
+            .any(|(_, fault)| fault.leaves_the_fleet_without_sharing());
+        assert!(!unshared || small, "seed {seed}: {drawn}");
+        if small {
+            assert_eq!(drawn, world(seed, Space::All), "seed {seed}");
+        }
+    }
+}
+
+/// Seed 8 of the promised space, without any fault: 52 instances, 2 tasks each, 20 per 2 s
+/// window. Once, with four worlds running at once on a loaded machine, the key was banned (47 ×
+/// 429 in 67 requests; 46 inside a wait, from 46 instances), at most one request per instance
+/// inside a `Retry-After`: as many instances as when each goes on alone. Banned in 1 of 12 runs;
+/// the CI worlds run it too.
+#[test]
+#[ignore = "a fleet of 52 on a Redis without a fault was banned in 1 of 12 runs"]
+fn fifty_two_instances_on_a_redis_without_a_fault_seed_8() {
+    if let Err(failure) = play(&world(8, Space::Promised), Space::Promised) {
+        panic!("{failure}");
+    }
+}
+
+/// Replays `seed` of the whole space, which broke an invariant when it was found: a fault the
+/// promised space keeps to small fleets, under a larger fleet. On the real clock a world does
+/// not run the same each time: each test says how often its world broke when replayed.
+#[track_caller]
+fn replay_whole_space(seed: u64) {
+    if let Err(failure) = play(&world(seed, Space::All), Space::All) {
+        panic!("{failure}");
+    }
+}
+
+/// Seed 36 of the whole space: 18 instances, 30 per 2 s window, Redis killed at 2.77 s and
+/// started again empty 0.83 s later. The key was banned (14 × 429), though no instance sent more
+/// than one request inside a `Retry-After`: the instances, each on its own while Redis was down
+/// (and for up to a second after, until each tried it again), put more than the service's ten
+/// into one cooldown. Banned in 2 of 4 runs.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis is down"]
+fn eighteen_instances_through_a_restart_of_redis_whole_space_seed_36() {
+    replay_whole_space(36);
+}
+
+/// Seed 156 of the whole space: 48 instances, 20 per 3 s window, Redis killed at 3.81 s and
+/// started again empty 0.3 s later: banned (47 × 429 in 107 requests; 46 inside a wait, from 46
+/// instances), at most one request per instance inside a `Retry-After`. Banned in 2 of 3 runs.
+/// A restart of 46 ms under 27 instances (seed 56) banned in 1 of 4.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis is down"]
+fn forty_eight_instances_through_a_short_restart_of_redis_whole_space_seed_156() {
+    replay_whole_space(156);
+}
+
+/// Seed 76 of the whole space: 34 instances, 5 per 3 s window, Redis killed twice, at 4.02 s
+/// (down 0.19 s) and 4.47 s (down 0.24 s): banned (32 requests inside a wait, from 32
+/// instances), at most one request per instance inside a `Retry-After`. Banned in 3 of 3 runs.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis is down"]
+fn thirty_four_instances_through_two_short_restarts_whole_space_seed_76() {
+    replay_whole_space(76);
+}
+
+/// Seed 54 of the whole space: 61 instances, 60 per 2 s window, Redis frozen at 2.38 s for
+/// 0.67 s, then failed over at 3.73 s to a replica 0.78 s behind: banned (21 × 429 in 81
+/// requests; 54 inside a wait, from 54 instances), at most one request per instance inside a
+/// `Retry-After`. Banned in 3 of 3 runs; a freeze alone, or a failover alone, under fleets of
+/// 11 to 62 did not ban in the runs made.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis is frozen, then failed over"]
+fn sixty_one_instances_through_a_freeze_then_a_failover_whole_space_seed_54() {
+    replay_whole_space(54);
+}
+
+/// Seed 9 of the whole space: 36 instances, 10 per 2 s sliding window, every reply of Redis
+/// 48 to 167 ms late each way for 2.2 s from 1.96 s: banned (27 × 429 in 47 requests), at most
+/// one request per instance inside a `Retry-After` (19 to 27 requests inside a wait, each from
+/// another instance). Replies that slow are within what the timeout stretches to, so the fleet
+/// should have gone on sharing the budget and the cooldown (`docs/redis.md`). Banned in 3 of 4
+/// runs.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis replies slowly"]
+fn thirty_six_instances_through_slow_replies_whole_space_seed_9() {
+    replay_whole_space(9);
+}
+
+/// Seed 38 of the whole space: 46 instances, 5 per 3 s window, Redis flushed every 20 ms for
+/// 2.5 s from 2.86 s, and its replies 95 to 387 ms late each way for 1.4 s from 2.99 s: banned
+/// (35 × 429 in 50 requests), at most one request per instance inside a `Retry-After`. Banned
+/// in 2 of 3 runs.
+#[test]
+#[ignore = "a fleet of more than 9 is banned while Redis keeps losing the state"]
+fn forty_six_instances_while_redis_keeps_losing_the_state_whole_space_seed_38() {
+    replay_whole_space(38);
+}
