@@ -111,14 +111,20 @@ fn worlds_with_odd_seeds_keep_the_invariants() {
     assert_no_failure(1);
 }
 
+/// Runs the world of `seed` and checks every invariant it is held to.
+#[track_caller]
+fn assert_world_keeps_the_invariants(seed: u64) {
+    let cell = world(seed);
+    let figures = run(&cell);
+    assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
+}
+
 /// Soak seed 2958: a plan upgrade 0.451 s into a 2 s window was taken as made at the window's
 /// start, and the window as allowing the new plan, which the client learns of only from an
 /// answer after it (goodput 15.4% against a floor of 20%).
 #[test]
 fn a_plan_change_is_measured_in_the_window_it_falls_in_soak_seed_2958() {
-    let cell = world(2958);
-    let figures = run(&cell);
-    assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
+    assert_world_keeps_the_invariants(2958);
 }
 
 /// Soak seed 6466: one instance on sliding windows with a day of 60 per 300 s spends the day
@@ -129,9 +135,7 @@ fn a_plan_change_is_measured_in_the_window_it_falls_in_soak_seed_2958() {
 #[test]
 #[ignore = "the served measure misreads a sliding day spent before the measured minutes"]
 fn a_sliding_day_spent_before_the_measured_minutes_soak_seed_6466() {
-    let cell = world(6466);
-    let figures = run(&cell);
-    assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
+    assert_world_keeps_the_invariants(6466);
 }
 
 /// Soak seed 23381: 16 independent instances, started 1,877 ms apart after an earlier run
@@ -140,9 +144,7 @@ fn a_sliding_day_spent_before_the_measured_minutes_soak_seed_6466() {
 #[test]
 #[ignore = "an instance sends a second request inside one Retry-After"]
 fn one_request_per_instance_per_cooldown_after_injected_429s_soak_seed_23381() {
-    let cell = world(23381);
-    let figures = run(&cell);
-    assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
+    assert_world_keeps_the_invariants(23381);
 }
 
 /// Soak seed 26373: one instance on a day window of 5 per 120 s, with injected 429s and 503s
@@ -150,9 +152,7 @@ fn one_request_per_instance_per_cooldown_after_injected_429s_soak_seed_23381() {
 #[test]
 #[ignore = "goodput under the floor of its kind"]
 fn a_small_day_window_under_injected_quiet_soak_seed_26373() {
-    let cell = world(26373);
-    let figures = run(&cell);
-    assert_eq!(figures.check(&cell), Ok(()), "figures {figures:?}");
+    assert_world_keeps_the_invariants(26373);
 }
 
 /// Soak seed 6466 ran otherwise when replayed, by the retries' random jitter: a world replays
