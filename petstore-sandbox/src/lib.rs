@@ -703,7 +703,8 @@ pub struct LoggedRequest {
     pub route: Option<Route>,
     /// The bearer key it carried, if any.
     pub key: Option<String>,
-    /// The status answered, or `None` when the connection was dropped by a fault.
+    /// The status answered, or `None` when the connection closed without an answer: a fault
+    /// dropped it, or the client gave up on the request (its limiter verdict still counts).
     pub status: Option<u16>,
     /// The `User-Agent` it carried, if any (lossily decoded), to tell client instances apart.
     pub user_agent: Option<String>,

@@ -160,28 +160,42 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         .headers()
         .get(USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let mut entry = LoggedRequest {
-        at: arrived,
-        server_time: UNIX_EPOCH + shared.clock.now(),
-        route,
-        key: key.clone(),
-        status: None,
-        user_agent,
-        backend,
-        during_cooldown: false,
-        told_to_wait_until: None,
-        answered_at: None,
-        quota: None,
-        left: None,
-        refills_at: None,
-    };
-    let mut response = admit(&shared, route, key.as_deref(), request, next, &mut entry).await;
+    let mut logged = Logged(
+        &shared.log,
+        LoggedRequest {
+            at: arrived,
+            server_time: UNIX_EPOCH + shared.clock.now(),
+            route,
+            key: key.clone(),
+            status: None,
+            user_agent,
+            backend,
+            during_cooldown: false,
+            told_to_wait_until: None,
+            answered_at: None,
+            quota: None,
+            left: None,
+            refills_at: None,
+        },
+    );
+    let entry = &mut logged.1;
+    let mut response = admit(&shared, route, key.as_deref(), request, next, entry).await;
     entry.status = Some(response.status().as_u16());
     entry.answered_at = Some(Instant::now());
-    lock(&shared.log).push(entry);
+    drop(logged);
     let date = http_date(shared.backend_now(backend));
     response.headers_mut().insert(DATE, date);
     response
+}
+
+/// A request's log entry, logged when it is answered, or without a status when its connection
+/// closes first (the client gave up, or a fault dropped it): the limiter counted it either way.
+struct Logged<'a>(&'a Mutex<RequestLog>, LoggedRequest);
+
+impl Drop for Logged<'_> {
+    fn drop(&mut self) {
+        lock(self.0).push(self.1.clone());
+    }
 }
 
 /// A time since the unix epoch as an HTTP-date, truncated to the second (hyper adds its own
@@ -307,7 +321,7 @@ async fn admit(
         FaultKind::TruncatedBody => truncate(next.run(request).await).await,
         FaultKind::DropConnection => {
             if let Some(kill) = request.extensions().get::<ConnectionKill>() {
-                lock(&shared.log).push(entry.clone());
+                // The entry is logged as the connection closes.
                 kill.0.notify_one();
                 std::future::pending::<()>().await;
             }

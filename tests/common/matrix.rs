@@ -1459,7 +1459,8 @@ pub fn most_in_a_cooldown(log: &[LoggedRequest]) -> usize {
     let mut most = 0;
     let mut wait_ends = None;
     for limited in &arrivals {
-        let Some(until) = limited.told_to_wait_until else {
+        // A 429 no one received (its call was cancelled) told no instance to wait.
+        let (Some(until), Some(_)) = (limited.told_to_wait_until, limited.status) else {
             continue;
         };
         if !limited.during_cooldown {

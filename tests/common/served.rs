@@ -2,7 +2,7 @@
 //! the run's full minute windows (on the limiter's clock), what the sandbox's own limiter would
 //! have let an ideal client have. A minute window allows the plan in force, less what injected
 //! faults took of it; the minute windows of one day window allow together no more than the day
-//! budget had left when the first of them began; a window the service's clock stepped over or
+//! budget had left when the first of them began, less what faults took of them; a window the service's clock stepped over or
 //! into by a step forward is not measured. Successes count up to
 //! what each allowed, so that goodput is sound where a day binds: the minutes after a spent day
 //! are no shortfall.
@@ -39,11 +39,17 @@ pub fn served(cell: &Cell, run: &[LoggedRequest], minutes: &[(u64, u64)]) -> (u6
         // the requests they answered, as it would an ideal client's.
         let allows = |index: u64| {
             let start = index * cell.minute;
-            let burned =
-                counted_between(run, start, start + cell.minute, |r| r.status != Some(200));
+            let burned = counted_between(run, start, start + cell.minute, |r| {
+                r.status.is_some_and(|status| status != 200)
+            });
             allowance(cell, index).saturating_sub(burned)
         };
         let minutes: u64 = windows.iter().map(|(i, _)| allows(*i)).sum();
+        // What injected faults took counts against the day as well as its minute.
+        let burned: u64 = windows
+            .iter()
+            .map(|(i, _)| allowance(cell, *i) - allows(*i))
+            .sum();
         let first = windows[0].0 * cell.minute;
         let last = (windows[windows.len() - 1].0 + 1) * cell.minute;
         // What counted against the day window before its first full minute: since the day
@@ -52,9 +58,8 @@ pub fn served(cell: &Cell, run: &[LoggedRequest], minutes: &[(u64, u64)]) -> (u6
             WindowKind::Sliding => last.saturating_sub(cell.day),
             _ => day * cell.day,
         };
-        let spent =
-            counted_between(run, since, first, |_| true) + unlogged(cell, run, since, first);
-        let day_left = day_budget(cell).saturating_sub(spent);
+        let spent = counted_between(run, since, first, |_| true);
+        let day_left = day_budget(cell).saturating_sub(spent + burned);
         let day_allows = minutes.min(day_left);
         let successes: u64 = windows.iter().map(|(i, n)| (*n).min(allows(*i))).sum();
         used += successes.min(day_allows);
@@ -71,8 +76,9 @@ fn day_budget(cell: &Cell) -> u64 {
 }
 
 /// Requests the limiter counted (all but its own 429s) that arrived in `[from, to)`, unix
-/// seconds on its clock, and that `also` picks. A limiter's 429 is one during a wait, or one
-/// that found nothing left (an injected 429 that took the last request passes for one).
+/// seconds on its clock, and that `also` picks, answered or not (a call cancelled while its
+/// request was under way). A limiter's 429 is one during a wait, or one that found nothing
+/// left (an injected 429 that took the last request passes for one).
 fn counted_between(
     run: &[LoggedRequest],
     from: u64,
@@ -80,36 +86,17 @@ fn counted_between(
     also: impl Fn(&LoggedRequest) -> bool,
 ) -> u64 {
     let window = Duration::from_secs(from)..Duration::from_secs(to);
-    let refused =
-        |r: &LoggedRequest| r.status == Some(429) && (r.during_cooldown || r.left == Some(0));
+    let refused = |r: &LoggedRequest| {
+        r.told_to_wait_until.is_some() && (r.during_cooldown || r.left == Some(0))
+    };
     run.iter()
-        .filter(|r| r.status.is_some() && !refused(r) && also(r))
+        .filter(|r| r.left.is_some() && !refused(r) && also(r))
         .filter(|r| {
             r.server_time
                 .duration_since(UNIX_EPOCH)
                 .is_ok_and(|at| window.contains(&at))
         })
         .count() as u64
-}
-
-/// Requests the limiter counted in `[from, to)` that the log lacks (a call cancelled while
-/// its request was under way): where what was left fell by more than one from one logged
-/// request to the next in one minute window.
-fn unlogged(cell: &Cell, run: &[LoggedRequest], from: u64, to: u64) -> u64 {
-    let window = Duration::from_secs(from)..Duration::from_secs(to);
-    let mut arrivals: Vec<(Duration, u64)> = run
-        .iter()
-        .filter_map(|r| {
-            let at = r.server_time.duration_since(UNIX_EPOCH).ok()?;
-            (window.contains(&at) && r.status == Some(200)).then_some((at, r.left?))
-        })
-        .collect();
-    arrivals.sort();
-    arrivals
-        .windows(2)
-        .filter(|pair| pair[0].0.as_secs() / cell.minute == pair[1].0.as_secs() / cell.minute)
-        .map(|pair| pair[0].1.saturating_sub(pair[1].1).saturating_sub(1))
-        .sum()
 }
 
 /// Whether a step forward of the service's clock skipped or shortened the minute window
