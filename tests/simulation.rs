@@ -143,7 +143,6 @@ fn a_sliding_day_spent_before_the_measured_minutes_soak_seed_6466() {
 /// showed budget left, which did not count as others calling, so its gate held no second past
 /// its own `Retry-After`.
 #[test]
-#[ignore = "an instance sends a second request inside one Retry-After"]
 fn one_request_per_instance_per_cooldown_after_injected_429s_soak_seed_23381() {
     assert_world_keeps_the_invariants(23381);
 }
