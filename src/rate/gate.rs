@@ -25,8 +25,8 @@ pub(crate) struct Gate {
     cause: Option<Quiet>,
     /// How many times the gate has closed: the generation of its state.
     generation: u64,
-    /// The response that closed it showed its window spent by more requests than this process
-    /// ever sent: others are calling, and their `Retry-After`s may end later than this one's.
+    /// A response that closed it showed others spending the key: their `Retry-After`s may end
+    /// later than this one's, at this closing and every later one.
     contested: bool,
 }
 
@@ -52,7 +52,6 @@ impl Gate {
         if fresh {
             self.strikes = self.strikes.saturating_add(1);
             self.generation += 1;
-            self.contested = false;
         }
         let until = clock::after_from(at, wait);
         if self.until.is_none_or(|current| current < until) {
@@ -62,12 +61,12 @@ impl Gate {
         self.half_open = true;
     }
 
-    /// The response that last closed the gate showed others spending the key.
+    /// The response that closed the gate showed others spending the key.
     pub(crate) fn contest(&mut self) {
         self.contested = true;
     }
 
-    /// Whether others were seen spending the key as the gate last closed.
+    /// Whether a response that closed the gate, now or before, showed others spending the key.
     pub(crate) fn contested(&self) -> bool {
         self.contested
     }

@@ -1063,11 +1063,12 @@ impl<'a> Permit<'a> {
         };
         state.gate.close(at, quiet, self.generation, backoff);
         // A 429 shows others calling where its window was spent by more requests than this
-        // process sent, or still has budget left (the quiet is not this window's spending:
-        // another's `Retry-After`, or a limit the headers do not show), and may where the
-        // service meters the key in numbers no one can read.
+        // process sent, or is untouched (the quiet is left from the window before), and may
+        // where the service meters the key in numbers no one can read.
         let others = match reading {
-            QuotaReading::Read(quota, _) => quota.used() > state.wire.sent || quota.remaining > 0,
+            QuotaReading::Read(quota, _) => {
+                quota.used() > state.wire.sent || quota.remaining == quota.limit
+            }
             QuotaReading::Unreadable => true,
             QuotaReading::Absent => false,
         };
