@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::headers::Quiet;
+use crate::headers::{Quiet, QuotaReading};
 
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
@@ -25,9 +25,11 @@ pub(crate) struct Gate {
     cause: Option<Quiet>,
     /// How many times the gate has closed: the generation of its state.
     generation: u64,
-    /// A response that closed it showed others spending the key: their `Retry-After`s may end
-    /// later than this one's, at this closing and every later one.
+    /// The response that closed it showed others spending the key: their `Retry-After`s may
+    /// end later than this one's.
     contested: bool,
+    /// A response that closed it, now or before, showed others spending the key.
+    others_shown: bool,
 }
 
 impl Gate {
@@ -52,6 +54,7 @@ impl Gate {
         if fresh {
             self.strikes = self.strikes.saturating_add(1);
             self.generation += 1;
+            self.contested = false;
         }
         let until = clock::after_from(at, wait);
         if self.until.is_none_or(|current| current < until) {
@@ -61,14 +64,32 @@ impl Gate {
         self.half_open = true;
     }
 
-    /// The response that closed the gate showed others spending the key.
+    /// The response that last closed the gate showed others spending the key.
     pub(crate) fn contest(&mut self) {
         self.contested = true;
+        self.others_shown = true;
     }
 
-    /// Whether a response that closed the gate, now or before, showed others spending the key.
+    /// Whether others were seen spending the key as the gate last closed.
     pub(crate) fn contested(&self) -> bool {
         self.contested
+    }
+
+    /// Whether a 429 whose quota read `reading`, met by a process that sent `sent` requests in
+    /// all, shows others calling: its window was spent by more requests than that, or is
+    /// untouched (the quiet is left from the window before), or has budget left once a 429
+    /// showed others (the quiet is another's); and it may where the service meters the key in
+    /// numbers no one can read.
+    pub(crate) fn shows_others(&self, reading: &QuotaReading, sent: u64) -> bool {
+        match reading {
+            QuotaReading::Read(quota, _) => {
+                quota.used() > sent
+                    || quota.remaining == quota.limit
+                    || (quota.remaining > 0 && self.others_shown)
+            }
+            QuotaReading::Unreadable => true,
+            QuotaReading::Absent => false,
+        }
     }
 
     /// A response that asked for no quiet, to a request admitted under `generation`: the
@@ -152,6 +173,43 @@ mod tests {
             gate.cause(),
             Some(Quiet::RateLimited(Duration::from_secs(30)))
         );
+    }
+
+    #[test]
+    fn a_429_with_budget_left_shows_others_once_a_429_showed_them() {
+        let read = |remaining| {
+            let reset = chrono::DateTime::from_timestamp(1_800_000_060, 0).unwrap();
+            QuotaReading::Read(
+                crate::headers::Quota::new(20, remaining, reset),
+                crate::headers::ResetGiven::At,
+            )
+        };
+        let mut gate = Gate::default();
+        // Budget left and no one seen: a fault, or a limit the headers do not show.
+        assert!(!gate.shows_others(&read(18), 2));
+        assert!(
+            gate.shows_others(&read(0), 2),
+            "spent by 20 where 2 were sent"
+        );
+        assert!(gate.shows_others(&read(20), 2), "untouched");
+        assert!(gate.shows_others(&QuotaReading::Unreadable, 2));
+        assert!(!gate.shows_others(&QuotaReading::Absent, 2));
+        gate.close(
+            Instant::now(),
+            Quiet::RateLimited(Duration::ZERO),
+            gate.generation(),
+            &backoff,
+        );
+        gate.contest();
+        gate.close(
+            Instant::now(),
+            Quiet::RateLimited(Duration::ZERO),
+            gate.generation(),
+            &backoff,
+        );
+        assert!(!gate.contested(), "each closing is judged anew");
+        // Once others were shown, a 429 with budget left is another's quiet.
+        assert!(gate.shows_others(&read(18), 2));
     }
 
     #[test]

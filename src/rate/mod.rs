@@ -1062,17 +1062,9 @@ impl<'a> Permit<'a> {
             return None;
         };
         state.gate.close(at, quiet, self.generation, backoff);
-        // A 429 shows others calling where its window was spent by more requests than this
-        // process sent, or is untouched (the quiet is left from the window before), and may
-        // where the service meters the key in numbers no one can read.
-        let others = match reading {
-            QuotaReading::Read(quota, _) => {
-                quota.used() > state.wire.sent || quota.remaining == quota.limit
-            }
-            QuotaReading::Unreadable => true,
-            QuotaReading::Absent => false,
-        };
-        if others && matches!(quiet, Quiet::RateLimited(_)) {
+        if matches!(quiet, Quiet::RateLimited(_))
+            && state.gate.shows_others(&reading, state.wire.sent)
+        {
             state.gate.contest();
         }
         if let Some(link) = self.fleet.link {

@@ -446,31 +446,6 @@ mod tests {
     }
 
     #[test]
-    fn others_shown_at_one_closing_hold_the_gate_a_second_longer_at_every_later_one() {
-        let now = Instant::now();
-        let mut gate = Gate::default();
-        let no_backoff = |_| Duration::ZERO;
-        gate.close(
-            now,
-            Quiet::RateLimited(secs(2.0)),
-            gate.generation(),
-            &no_backoff,
-        );
-        gate.contest();
-        gate.open(gate.generation());
-        let later = now + secs(10.0);
-        gate.close(
-            later,
-            Quiet::RateLimited(secs(2.0)),
-            gate.generation(),
-            &no_backoff,
-        );
-        let known = budgets(18, secs(30.0), later).known(later);
-        let decision = decide(&view(&gate, known, 1.0, 0, later), Pacing::Shared, later);
-        assert_eq!(decision, Decision::Until(later + secs(3.0), Hold::Cooldown));
-    }
-
-    #[test]
     fn after_a_cooldown_the_probe_waits_for_the_end_of_a_window_the_429_showed_spent() {
         let now = Instant::now();
         let mut gate = Gate::default();
