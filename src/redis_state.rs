@@ -61,7 +61,7 @@ use crate::rate::{self, SharedStore};
 /// ```text
 /// ACL SETUSER petstore on >password resetkeys ~petstore-client:* resetchannels
 ///     &petstore-client:* -@all +evalsha +script|load +time +hgetall +hset +del +pexpire
-///     +publish +subscribe +config|get
+///     +publish +subscribe +pubsub|numsub +config|get
 /// ```
 ///
 /// (`+config|get` lets the first connection check the settings below; without it a `WARN`

@@ -54,7 +54,7 @@ pub(crate) use redis::{
 };
 pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
-use store::{Exchange, Heard, Outcome, Present, Verdict, WindowReport};
+use store::{Exchange, Heard, Outcome, Present, Told, Verdict, WindowReport};
 
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
@@ -215,12 +215,14 @@ impl StoreLink {
                 Arc::clone(&self.store),
                 self.name.clone(),
             );
-            let heard: Heard = Arc::new(move |wait| {
+            let heard: Heard = Arc::new(move |told| {
                 let Some(shared) = weak.upgrade() else {
                     return false;
                 };
-                if let Some(wait) = wait {
-                    shared.heard_quiet(wait, &store, &name);
+                match told {
+                    Told::Quiet(wait) => shared.heard_quiet(wait, &store, &name),
+                    Told::Listeners(listeners) => shared.lock().store.listeners = listeners,
+                    Told::Nothing => {}
                 }
                 true
             });
@@ -756,11 +758,12 @@ impl State {
             remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
             // A store that answers counts every instance exactly, unless it lost the state
-            // lately: then, as without one, this process counts the others itself.
+            // lately: then, as without one, this process counts the others itself, as at least
+            // the instances the store last said listen.
             instances: if self.store.live && !self.store.lost_lately(now) {
                 1.0
             } else {
-                self.budgets.instances()
+                self.budgets.instances().max(self.store.listeners as f64)
             },
             wire: self.wire,
         };

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
@@ -22,7 +22,8 @@ use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock::lock;
 use super::pacer::Hold;
 use super::store::{
-    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Store, Verdict,
+    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Store, Told,
+    Verdict,
 };
 
 /// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
@@ -85,32 +86,34 @@ impl Topology {
         }
     }
 
-    /// Passes each quiet published on `channel` to `heard` until it is no longer wanted; a
-    /// failed subscription is made again a second later.
+    /// Passes each quiet published on `channel` to `heard` until it is no longer wanted, and
+    /// once a [`RETRY_EVERY`] how many listen on it; a failed subscription is made again a
+    /// second later.
     async fn listen(self: Arc<Self>, channel: String, heard: Heard) {
-        while heard(None) {
+        while heard(Told::Nothing) {
             if let Ok(Ok(Some(client))) =
                 tokio::time::timeout(CONNECTION_TIMEOUT, self.publisher()).await
             {
                 let subscribed = async {
                     let mut pubsub = client.get_async_pubsub().await?;
                     pubsub.subscribe(&channel).await?;
-                    Ok::<_, RedisError>(pubsub.into_on_message())
+                    let counter = client.get_multiplexed_async_connection().await?;
+                    Ok::<_, RedisError>((pubsub.into_on_message(), counter))
                 };
-                if let Ok(Ok(mut messages)) =
+                if let Ok(Ok((mut messages, mut counter))) =
                     tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
                 {
                     loop {
-                        match tokio::time::timeout(RETRY_EVERY, messages.next()).await {
-                            Ok(Some(message)) => {
-                                let wait = message.get_payload::<u64>().ok();
-                                if !heard(wait.map(Duration::from_millis)) {
-                                    return;
-                                }
-                            }
+                        let told = match tokio::time::timeout(RETRY_EVERY, messages.next()).await {
+                            Ok(Some(message)) => match message.get_payload::<u64>() {
+                                Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
+                                Err(_) => Told::Nothing,
+                            },
                             Ok(None) => break,
-                            Err(_) if !heard(None) => return,
-                            Err(_) => {}
+                            Err(_) => listeners(&mut counter, &channel).await,
+                        };
+                        if !heard(told) {
+                            return;
                         }
                     }
                 }
@@ -126,6 +129,18 @@ impl Topology {
     fn must_ask_again(&self, error: &RedisError) -> bool {
         matches!(self, Self::Sentinel { .. })
             && (lost(error) || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+    }
+}
+
+/// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`), or nothing if the
+/// server does not say in time.
+async fn listeners(connection: &mut MultiplexedConnection, channel: &str) -> Told {
+    let mut command = redis::cmd("PUBSUB");
+    command.arg("NUMSUB").arg(channel);
+    let asked = command.query_async::<(String, u64)>(connection);
+    match tokio::time::timeout(CONNECTION_TIMEOUT, asked).await {
+        Ok(Ok((_, listeners))) => Told::Listeners(listeners),
+        _ => Told::Nothing,
     }
 }
 

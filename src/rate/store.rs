@@ -96,6 +96,8 @@ pub(crate) struct Exchange {
     pub(crate) live: bool,
     /// The store has answered an admission: a state it no longer holds was lost.
     pub(crate) seen: bool,
+    /// How many instances the store last said hear the key's quiets.
+    pub(crate) listeners: u64,
     /// When the store last said it lost the state, and when that was last logged.
     pub(crate) lost: Option<Instant>,
     lost_logged: Option<Instant>,
@@ -423,9 +425,20 @@ pub(crate) struct Admission<'a> {
     pub(crate) want: u64,
 }
 
-/// Told of each quiet another instance reported (`Some(wait)`), or asked whether it is still
-/// wanted (`None`); `false`: its client is gone, and the store stops telling it.
-pub(crate) type Heard = Arc<dyn Fn(Option<Duration>) -> bool + Send + Sync>;
+/// What the store tells an instance as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Told {
+    /// Another instance reported a quiet of this long.
+    Quiet(Duration),
+    /// This many instances hear the key's quiets: the fleet's size, kept through a loss of the
+    /// state and an outage of the store.
+    Listeners(u64),
+    /// Nothing: whether it is still wanted.
+    Nothing,
+}
+
+/// Told what the store tells; `false`: its client is gone, and the store stops telling it.
+pub(crate) type Heard = Arc<dyn Fn(Told) -> bool + Send + Sync>;
 
 /// A store of the state shared by the fleet. Each operation is one round trip.
 pub(crate) trait Store: Send + Sync + fmt::Debug {
@@ -443,8 +456,9 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// Applies `news`.
     fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>>;
 
-    /// Tells `heard` of every quiet reported for `name` from now on, as it is reported: the
-    /// message reaches the fleet even when the store loses the state itself.
+    /// Tells `heard` of every quiet reported for `name` from now on, as it is reported (the
+    /// message reaches the fleet even when the store loses the state itself), and of how many
+    /// instances listen, once a [`RETRY_EVERY`].
     fn listen(&self, name: &str, heard: Heard);
 }
 

@@ -378,6 +378,7 @@ const ACL_RULES: &[&str] = &[
     "+pexpire",
     "+publish",
     "+subscribe",
+    "+pubsub|numsub",
     "+config|get",
 ];
 
