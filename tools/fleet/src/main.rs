@@ -14,6 +14,10 @@
 //!
 //! `cargo run --release -p petstore-fleet --features redis -- --redis redis://127.0.0.1:6379/`
 //!
+//! With `--start-redis`, `--restart-redis-at 17 --down-ms 1000` kills that server 17 s into the
+//! run and starts it again, empty, a second later: what an outage costs the window it ends in
+//! is that window's row.
+//!
 //! The parent starts the `petstore-sandbox` command (building it if it is not beside this
 //! executable's folder), then `--processes` copies of itself in worker mode. Each worker
 //! builds one client with the library's defaults (and `.shared_state(RedisState::new(url)?)`
@@ -41,7 +45,7 @@ use petstore_client::{Error, PetStoreClient, PetStoreClientBuilder};
 
 const USAGE: &str = "usage: cargo run --release -p petstore-fleet [--features redis] -- \
 [--processes 4] [--tasks 16] [--seconds 60] [--window 10] [--per-window 60] \
-[--redis URL | --start-redis]";
+[--redis URL | --start-redis [--restart-redis-at SECONDS] [--down-ms 1000]]";
 
 /// Why `--redis` and `--start-redis` fail in a build without the feature.
 const NEEDS_REDIS_FEATURE: &str = "--redis and --start-redis need the `redis` feature: add \
@@ -77,6 +81,9 @@ struct Options {
     window: u64,
     per_window: u64,
     redis: Option<Redis>,
+    /// With `--start-redis`: when to kill the server, and how long it stays down.
+    restart_at: Option<Duration>,
+    down: Duration,
 }
 
 /// Where the workers share their rate-limit state.
@@ -96,6 +103,8 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
         window: 10,
         per_window: 60,
         redis: None,
+        restart_at: None,
+        down: Duration::from_secs(1),
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -111,6 +120,10 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
             "--per-window" => options.per_window = number(arg, value()?)?,
             "--redis" => options.redis = Some(Redis::Given(value()?.clone())),
             "--start-redis" => options.redis = Some(Redis::Start),
+            "--restart-redis-at" => {
+                options.restart_at = Some(Duration::from_secs(number(arg, value()?)?));
+            }
+            "--down-ms" => options.down = Duration::from_millis(number(arg, value()?)?),
             other => return Err(format!("unknown argument: {other}\n{USAGE}")),
         }
     }
@@ -122,9 +135,12 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
     if options.redis.is_some() && !cfg!(feature = "redis") {
         return Err(NEEDS_REDIS_FEATURE.to_owned());
     }
+    if options.restart_at.is_some() && !matches!(options.redis, Some(Redis::Start)) {
+        return Err(format!("--restart-redis-at needs --start-redis\n{USAGE}"));
+    }
 
     // Dropped at the end of the run, or on any error: killed by its PID.
-    let server = match options.redis {
+    let mut server = match options.redis {
         Some(Redis::Start) => Some(start_redis()?),
         _ => None,
     };
@@ -134,7 +150,25 @@ fn parent(args: &[String]) -> Result<ExitCode, String> {
         None => None,
     };
     let mut sandbox = start_sandbox(&options)?;
-    let outcome = run_workers(&options, &mut sandbox, redis_url.as_deref());
+    let outcome = std::thread::scope(|scope| {
+        if let (Some(at), Some(server)) = (options.restart_at, server.as_mut()) {
+            scope.spawn(move || {
+                std::thread::sleep(at);
+                server.kill();
+                eprintln!(
+                    "fleet: redis-server killed at {}",
+                    unix_ms(SystemTime::now())
+                );
+                std::thread::sleep(options.down);
+                server.restart();
+                eprintln!(
+                    "fleet: redis-server back, empty, at {}",
+                    unix_ms(SystemTime::now())
+                );
+            });
+        }
+        run_workers(&options, &mut sandbox, redis_url.as_deref())
+    });
     if outcome.is_err() {
         let _ = sandbox.child.kill();
     }
