@@ -287,7 +287,7 @@ impl RateLimiter {
     pub(crate) fn fleet(&self) -> (f64, Option<bool>, u64) {
         let state = self.shared.lock();
         let live = self.store.as_ref().map(|_| state.store.live);
-        (state.budgets.instances(), live, state.store.lost_total)
+        (state.budgets.instances(), live, state.store.losses.total)
     }
 
     /// [`admit`](Self::admit) when the request may go at once, as most do: nobody in line, no

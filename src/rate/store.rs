@@ -98,13 +98,8 @@ pub(crate) struct Exchange {
     pub(crate) seen: bool,
     /// How many instances the store last said hear the key's quiets.
     pub(crate) listeners: u64,
-    /// When the store last said it lost the state, and when that was last logged.
-    pub(crate) lost: Option<Instant>,
-    lost_logged: Option<Instant>,
-    /// Losses since the last log line.
-    losses: u64,
-    /// Losses in all.
-    pub(crate) lost_total: u64,
+    /// The times the store said it lost the state.
+    pub(crate) losses: Losses,
     /// The last lease granted, spent or not.
     pub(crate) lease: Option<Lease>,
     /// A request asks the store for a lease: the others ask for themselves meanwhile, so
@@ -116,21 +111,34 @@ pub(crate) struct Exchange {
 /// others as if there were no store, and the least time between two log lines of losses.
 pub(crate) const LOST_FOR: Duration = Duration::from_secs(60);
 
+/// The times the store said it lost the state.
+#[derive(Debug, Default)]
+pub(crate) struct Losses {
+    /// The last, and when one was last logged.
+    last: Option<Instant>,
+    logged: Option<Instant>,
+    /// Since the last log line.
+    unlogged: u64,
+    /// In all.
+    pub(crate) total: u64,
+}
+
 impl Exchange {
     /// The store lost the state at `now`: once a minute at most, a WARN says so and what to
     /// change.
     pub(crate) fn lost(&mut self, now: Instant) {
-        self.lost = Some(now);
-        self.losses += 1;
-        self.lost_total += 1;
-        if self
-            .lost_logged
+        let losses = &mut self.losses;
+        losses.last = Some(now);
+        losses.unlogged += 1;
+        losses.total += 1;
+        if losses
+            .logged
             .is_some_and(|logged| now.saturating_duration_since(logged) < LOST_FOR)
         {
             return;
         }
-        self.lost_logged = Some(now);
-        let losses = std::mem::take(&mut self.losses);
+        losses.logged = Some(now);
+        let losses = std::mem::take(&mut losses.unlogged);
         tracing::warn!(
             losses,
             "Redis lost the shared rate-limit state ({losses} times in the last minute at \
@@ -142,7 +150,8 @@ impl Exchange {
 
     /// Whether the store lost the state within [`LOST_FOR`] of `now`: it may lose it again.
     pub(crate) fn lost_lately(&self, now: Instant) -> bool {
-        self.lost
+        self.losses
+            .last
             .is_some_and(|at| now.saturating_duration_since(at) < LOST_FOR)
     }
 
