@@ -155,6 +155,15 @@ fn a_small_day_window_under_injected_quiet_soak_seed_26373() {
     assert_world_keeps_the_invariants(26373);
 }
 
+/// Soak seed 24043: one process, an earlier run's spent window, two injected 429s whose
+/// `Retry-After` is a past date: goodput 41.7% against a floor of 54%. The floor's model of a
+/// fault's quiet took the longer of its `Retry-After` and rule C's second, and the backoff;
+/// the gate holds for the longer of the `Retry-After` and the backoff, then the second.
+#[test]
+fn a_fault_keeps_the_key_quiet_for_its_backoff_and_rule_cs_second_soak_seed_24043() {
+    assert_world_keeps_the_invariants(24043);
+}
+
 /// Soak seed 6466 ran otherwise when replayed, by the retries' random jitter: a world replays
 /// exactly.
 #[test]

@@ -492,10 +492,9 @@ pub fn quiet(cell: &Cell) -> f64 {
 
 /// How long after the start the injected faults may keep the key quiet, in seconds: they meet
 /// the first requests admitted, one after another, and each keeps the key quiet for a round
-/// trip and its `Retry-After`
-/// (seconds rounded up, or until an HTTP-date) and rule C's second, or, without one it reads,
-/// for the retry policy's backoff at its longest (1 s, doubling with each in a row, at most
-/// 8 s), whichever is longer.
+/// trip, its `Retry-After` (seconds rounded up, or until an HTTP-date) or the retry policy's
+/// backoff at its longest (1 s, doubling with each in a row, at most 8 s), whichever is longer,
+/// and rule C's second after it.
 fn injected_quiet(cell: &Cell) -> f64 {
     let start = (CLOCK_START_UNIX as i64 + cell.offset) as f64;
     let late = longest_latency(cell).as_secs_f64();
@@ -529,7 +528,7 @@ fn injected_quiet(cell: &Cell) -> f64 {
                     None => value.parse::<f64>().ok().map(f64::ceil),
                 }
             });
-            quiet += told.map_or(0.0, |told| told + 1.0).max(backoff) + late;
+            quiet += told.unwrap_or(0.0).max(backoff) + 1.0 + late;
         }
     }
     quiet
