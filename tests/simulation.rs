@@ -177,6 +177,25 @@ fn a_429_without_retry_after_keeps_the_key_quiet_for_the_backoff_and_a_second_so
     assert_world_keeps_the_invariants(27777);
 }
 
+/// Soak seeds 42632, 47623 and 49623: as seed 24043 (an earlier run's spent window, 429s
+/// without a readable `Retry-After`): one instance after a plan upgrade (8.5% against a floor of
+/// 10%), 16 clones (43.5% against 54%) and one instance (40.5% against 54%).
+#[test]
+fn more_429s_without_a_readable_retry_after_after_an_earlier_run_soak_seeds_42632_47623_49623() {
+    for seed in [42632, 47623, 49623] {
+        assert_world_keeps_the_invariants(seed);
+    }
+}
+
+/// Soak seed 48814: four clones of one client started 1.2 s apart after an earlier run, 5 per
+/// 10 s windows, two backends whose `Date`s are 1 s and 3 s ahead of the limiter's clock: one
+/// call of the key's only user held 651 ms while its budget lasted (contract 2). Not fixed.
+#[test]
+#[ignore = "the key's only user is held while its budget lasts"]
+fn backends_ahead_of_the_limiter_hold_the_only_user_soak_seed_48814() {
+    assert_world_keeps_the_invariants(48814);
+}
+
 /// Soak seed 34452: one instance, sliding windows of 5 per 2 s and a day of 5 per 6 s, the reset
 /// given in seconds, 56 ms round trips: goodput 0% against a floor of 30%. Not fixed.
 #[test]
