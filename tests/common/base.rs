@@ -2,8 +2,6 @@
 //! test expects, a client pointed at it, the fixtures, and response templates.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use std::net::TcpListener;
-
 use http::StatusCode;
 use petstore_client::{ApiError, Error, PetStoreClient, PetStoreClientBuilder, RetryPolicy};
 use wiremock::matchers::{any, header, method, path};
@@ -165,11 +163,16 @@ pub fn api_error(error: &Error) -> &ApiError {
         .unwrap_or_else(|| panic!("expected an API error, got {error:?}"))
 }
 
-/// A `/v1` base URL on a loopback port nothing listens on: bound, then released.
+/// A `/v1` base URL on a loopback port nothing listens on: bound and never listened on, for the
+/// rest of the test process, so that connecting is refused and no server a test starts takes
+/// the port (released at once, it was taken by a sandbox and answered 401).
 pub fn refused_base_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    let port = listener.local_addr().expect("local address").port();
-    drop(listener);
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(([127, 0, 0, 1], 0).into())
+        .expect("bind an ephemeral port");
+    let port = socket.local_addr().expect("local address").port();
+    std::mem::forget(socket);
     format!("http://127.0.0.1:{port}/v1")
 }
 
