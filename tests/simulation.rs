@@ -5,7 +5,8 @@
 //!
 //! - `cargo test --test simulation` runs the first `DEFAULT_WORLDS` seeds (2,000, about two
 //!   minutes on two cores).
-//! - `SIM_WORLDS=100000 cargo test --release --test simulation` runs a soak by hand.
+//! - `SIM_WORLDS=100000 cargo test --release --test simulation` runs a soak by hand;
+//!   `SIM_FIRST=N` starts it at seed N, to go on with a soak stopped early.
 //! - `SIM_SEED=1234 cargo test --test simulation` replays one world and prints its figures;
 //!   with `SIM_LOG=1` also every request the sandbox received (`-- --nocapture`).
 //!
@@ -27,7 +28,7 @@ const DEFAULT_WORLDS: u64 = 2_000;
 /// The worlds run on this many threads, one test each.
 const PARTS: u64 = 2;
 
-/// The seeds to run: `SIM_SEED` alone, or the first `SIM_WORLDS`.
+/// The seeds to run: `SIM_SEED` alone, or `SIM_WORLDS` of them from `SIM_FIRST` (0 unless set).
 fn seeds() -> Vec<u64> {
     let read = |name: &str| {
         std::env::var(name).ok().map(|value| {
@@ -38,7 +39,10 @@ fn seeds() -> Vec<u64> {
     };
     match (read("SIM_SEED"), read("SIM_WORLDS")) {
         (Some(seed), _) => vec![seed],
-        (None, worlds) => (0..worlds.unwrap_or(DEFAULT_WORLDS)).collect(),
+        (None, worlds) => {
+            let first = read("SIM_FIRST").unwrap_or(0);
+            (first..first + worlds.unwrap_or(DEFAULT_WORLDS)).collect()
+        }
     }
 }
 
