@@ -14,7 +14,7 @@ use tracing::Instrument;
 use url::Url;
 
 use crate::call_info::{CallInfo, HoldCause};
-use crate::client::PetStoreClient;
+use crate::client::{Inner, PetStoreClient};
 use crate::clock;
 use crate::error::{ApiError, Error, Result, ThrottleCause, TimeoutKind};
 use crate::headers::{Deprecation, Head};
@@ -50,9 +50,26 @@ impl Operation {
 pub(crate) struct Call {
     pub(crate) operation: Operation,
     pub(crate) method: Method,
-    pub(crate) url: Url,
+    pub(crate) target: Target,
     pub(crate) body: Option<Bytes>,
     pub(crate) retry: Option<RetryPolicy>,
+}
+
+/// Where a call goes.
+pub(crate) enum Target {
+    /// The client's pets collection, the same URL for each call: not copied into every one.
+    Pets,
+    /// A URL of the call's own.
+    Url(Url),
+}
+
+impl Target {
+    fn url<'a>(&'a self, client: &'a Inner) -> &'a Url {
+        match self {
+            Self::Pets => &client.pets_url,
+            Self::Url(url) => url,
+        }
+    }
 }
 
 /// A response, read whole (up to the body limit), with what its head said of the rate limits.
@@ -99,13 +116,14 @@ impl PetStoreClient {
             // OpenTelemetry's HTTP client names, so that `tracing-opentelemetry` exports them as
             // they are; numbers as `i64`, which it exports as integers (a `u64` it exports as a
             // string).
+            let url = call.target.url(&self.inner);
             let span = tracing::debug_span!(
                 "petstore_client",
                 petstore.operation = call.operation.name(),
                 http.request.method = %call.method,
-                url.path = call.url.path(),
-                server.address = call.url.host_str(),
-                server.port = call.url.port_or_known_default().map(i64::from),
+                url.path = url.path(),
+                server.address = url.host_str(),
+                server.port = url.port_or_known_default().map(i64::from),
             );
             // One reading of the clock for the call's start, its deadline and its wait limit.
             let start = Instant::now();
@@ -283,16 +301,19 @@ impl PetStoreClient {
         policy: &RetryPolicy,
     ) -> Result<Exchange, Failure> {
         let inner = &self.inner;
-        let exchange = async move {
+        let url = call.target.url(inner);
+        // A closure, so that each branch below makes the future where it runs it: a future
+        // made first and then moved into `timeout` keeps room for both in this one.
+        let exchange = move || async move {
             // Built here, so that the future does not keep the request after it is sent.
-            let mut request = reqwest::Request::new(call.method.clone(), call.url.clone());
+            let mut request = reqwest::Request::new(call.method.clone(), url.clone());
             *request.headers_mut() = inner.headers.of(call.body.is_some());
             *request.body_mut() = call.body.clone().map(reqwest::Body::from);
             let mut response = match inner.http.execute(request).await {
                 Ok(response) => response,
                 Err(error) => {
                     let unresolved = error.is_dns();
-                    let error = self.transport_error(error, &call.url);
+                    let error = self.transport_error(error, url);
                     if error.is_connect() || matches!(error, Error::Config(_)) {
                         permit.not_sent();
                     }
@@ -322,7 +343,7 @@ impl PetStoreClient {
                 }
                 read_body(&mut response, cap)
                     .await
-                    .map_err(|e| self.transport_error(e, &call.url))?
+                    .map_err(|e| self.transport_error(e, url))?
             } else {
                 // An error body only adds detail to what the head said; one that fails is
                 // taken as empty rather than turning a 429 into a connection error.
@@ -339,10 +360,10 @@ impl PetStoreClient {
             })
         };
         match inner.attempt_timeout {
-            Some(limit) => tokio::time::timeout(limit, exchange)
+            Some(limit) => tokio::time::timeout(limit, exchange())
                 .await
                 .unwrap_or_else(|_| Err(Error::timeout(TimeoutKind::Attempt, Some(limit)).into())),
-            None => exchange.await,
+            None => exchange().await,
         }
     }
 

@@ -7,7 +7,7 @@ use crate::client::PetStoreClient;
 use crate::error::{Error, Result};
 use http::Method;
 
-use crate::execute::{Call, Operation};
+use crate::execute::{Call, Operation, Target};
 use crate::models::{NewPet, Pet, PetId, PetStatus};
 use crate::response::Response;
 use crate::retry::RetryPolicy;
@@ -191,7 +191,7 @@ impl ListPets {
         let call = Call {
             operation: Operation::ListPets,
             method: Method::GET,
-            url,
+            target: Target::Url(url),
             body: None,
             retry: self.retry,
         };
@@ -218,7 +218,7 @@ impl CreatePet {
         let call = Call {
             operation: Operation::CreatePet,
             method: Method::POST,
-            url: self.client.inner.pets_url.clone(),
+            target: Target::Pets,
             body: Some(body.into()),
             retry: self.retry,
         };
@@ -246,7 +246,7 @@ impl GetPet {
         let call = Call {
             operation: Operation::GetPet,
             method: Method::GET,
-            url,
+            target: Target::Url(url),
             body: None,
             retry: self.retry,
         };

@@ -12,7 +12,7 @@ use url::Url;
 
 use crate::client::PetStoreClient;
 use crate::error::{Cause, Error, Result};
-use crate::execute::{Call, Operation};
+use crate::execute::{Call, Operation, Target};
 use crate::response::Response;
 use crate::retry::RetryPolicy;
 
@@ -180,7 +180,7 @@ impl RawRequest {
         let call = Call {
             operation: Operation::Request,
             method: self.method,
-            url,
+            target: Target::Url(url),
             body: self.body,
             retry: self.retry,
         };
