@@ -151,6 +151,16 @@ fn one_request_per_instance_per_cooldown_after_injected_429s_soak_seed_23381() {
     assert_world_keeps_the_invariants(23381);
 }
 
+/// Soak seed 70720: 8 independent instances started 846 ms apart, every answer 405 ms late,
+/// 2 s windows of 20, and injected 429s of `Retry-After: 19`: one instance's second 429
+/// showed 2 spent where it had sent 2 in all, one of them in the period before, and was not
+/// taken for others calling; its gate reopened at its own `Retry-After`, and it sent 3
+/// requests inside another's that ended a second later.
+#[test]
+fn a_period_counts_only_the_own_requests_sent_into_it_soak_seed_70720() {
+    assert_world_keeps_the_invariants(70720);
+}
+
 /// Soak seed 26373: one instance on a day window of 5 per 120 s, whose injected 429s and 503s
 /// spent one day's 5: goodput read 50% against a floor of 54%, as the served measure took
 /// the faults off each minute's allowance but not off the day's.

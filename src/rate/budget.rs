@@ -85,6 +85,9 @@ struct Window {
     as_of: Instant,
     /// The last [`MARKS`] answers, oldest first.
     marks: Vec<Mark>,
+    /// Own requests surely counted by the last answer before the refill: the period can count
+    /// no own request but those sent since.
+    counted_before: u64,
     /// How long the window is, as reckoned at its first report.
     #[cfg(feature = "metrics")]
     length: Duration,
@@ -115,6 +118,7 @@ impl Window {
     /// Starts the window afresh with `remaining` left and `own` requests surely counted.
     fn refill(&mut self, remaining: u64, own: u64, sent: u64) {
         self.remaining = remaining;
+        self.counted_before = self.marks.last().map_or(0, |mark| mark.own);
         self.marks.clear();
         self.marks.push(Mark {
             remaining,
@@ -366,6 +370,7 @@ impl Budgets {
             last_at: at,
             as_of: sent,
             marks: Vec::with_capacity(MARKS),
+            counted_before: 0,
             #[cfg(feature = "metrics")]
             length: window_length(ends.at.saturating_duration_since(at)),
         };
@@ -426,6 +431,15 @@ impl Budgets {
     pub(crate) fn length_of(&self, reset: i64) -> Option<Duration> {
         let window = self.windows.iter().find(|w| w.reset == reset);
         window.map(|w| w.length)
+    }
+
+    /// The most own requests, of `sent` in all, that the period `quota` reports (at `at`) can
+    /// have counted: those sent since the last answer before it began.
+    pub(crate) fn own_in_period(&self, quota: &Quota, at: Instant, sent: u64) -> u64 {
+        let reset = quota.reset.timestamp();
+        (self.windows.iter())
+            .find(|w| w.names(quota.limit, reset, at))
+            .map_or(sent, |w| sent.saturating_sub(w.counted_before))
     }
 
     /// Rule O: how many instances spend the key, at least 1: the most any window shows.
@@ -664,6 +678,34 @@ mod tests {
             (budgets.instances() - 6.0).abs() < 1e-9,
             "{}",
             budgets.instances()
+        );
+    }
+
+    #[test]
+    fn a_period_counts_no_own_request_sent_before_the_last_answer_before_it() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        let first = quota(20, 19, T);
+        budgets.report(first, t0 + secs(2.0), t0, own(1, t0));
+        assert_eq!(
+            budgets.own_in_period(&first, t0, 1),
+            1,
+            "a window's first period may count every request sent"
+        );
+        // The next period's first answer, to the second request, shows two spent.
+        let at = t0 + secs(18.0);
+        let next = quota(20, 18, T + 20);
+        budgets.report(next, t0 + secs(20.0), at, own(2, at));
+        assert_eq!(
+            budgets.own_in_period(&next, at, 2),
+            1,
+            "expected the first request, answered in the period before, not to count in this one"
+        );
+        let unknown = quota(30, 29, T + 3_600);
+        assert_eq!(
+            budgets.own_in_period(&unknown, at, 2),
+            2,
+            "a window not kept may count every request sent"
         );
     }
 

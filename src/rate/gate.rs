@@ -75,8 +75,8 @@ impl Gate {
         self.contested
     }
 
-    /// Whether a 429 whose quota read `reading`, met by a process that sent `sent` requests in
-    /// all, shows others calling: its window was spent by more requests than that, or is
+    /// Whether a 429 whose quota read `reading`, met by a process that sent at most `sent`
+    /// requests in its period, shows others calling: its window was spent by more, or is
     /// untouched (the quiet is left from the window before), or has budget left once a 429
     /// showed others (the quiet is another's); and it may where the service meters the key in
     /// numbers no one can read.

@@ -808,6 +808,15 @@ impl State {
     }
 
     /// This process's own requests as the answer to one sent at `sent_at` arrives.
+    /// The most own requests the period a response `reading` reports (at `at`) can have
+    /// counted.
+    fn own_in_period(&self, reading: &QuotaReading, at: Instant) -> u64 {
+        match reading {
+            QuotaReading::Read(quota, _) => self.budgets.own_in_period(quota, at, self.wire.sent),
+            _ => self.wire.sent,
+        }
+    }
+
     fn own(&self, sent_at: Instant) -> Own {
         Own {
             sent: self.wire.sent,
@@ -1066,7 +1075,9 @@ impl<'a> Permit<'a> {
         };
         state.gate.close(at, quiet, self.generation, backoff);
         if matches!(quiet, Quiet::RateLimited(_))
-            && state.gate.shows_others(&reading, state.wire.sent)
+            && state
+                .gate
+                .shows_others(&reading, state.own_in_period(&reading, at))
         {
             state.gate.contest();
         }
