@@ -87,8 +87,8 @@ impl Topology {
     }
 
     /// Passes each quiet published on `channel` to `heard` until it is no longer wanted, and
-    /// once a [`RETRY_EVERY`] how many listen on it; a failed subscription is made again a
-    /// second later.
+    /// how many listen on it, at once and every [`RETRY_EVERY`] however many quiets come; a
+    /// failed subscription is made again a second later.
     async fn listen(self: Arc<Self>, channel: String, heard: Heard) {
         while heard(Told::Nothing) {
             if let Ok(Ok(Some(client))) =
@@ -103,14 +103,20 @@ impl Topology {
                 if let Ok(Ok((mut messages, mut counter))) =
                     tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
                 {
+                    let mut count_at = Instant::now();
                     loop {
-                        let told = match tokio::time::timeout(RETRY_EVERY, messages.next()).await {
-                            Ok(Some(message)) => match message.get_payload::<u64>() {
-                                Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
+                        let told = if Instant::now() >= count_at {
+                            count_at = Instant::now() + RETRY_EVERY;
+                            listeners(&mut counter, &channel).await
+                        } else {
+                            match tokio::time::timeout_at(count_at, messages.next()).await {
+                                Ok(Some(message)) => match message.get_payload::<u64>() {
+                                    Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
+                                    Err(_) => Told::Nothing,
+                                },
+                                Ok(None) => break,
                                 Err(_) => Told::Nothing,
-                            },
-                            Ok(None) => break,
-                            Err(_) => listeners(&mut counter, &channel).await,
+                            }
                         };
                         if !heard(told) {
                             return;
