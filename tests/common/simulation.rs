@@ -428,7 +428,8 @@ fn free_of_quiet(cell: &Cell) -> f64 {
 }
 
 /// The share of the plan the requests can reach with every answer as late as the longest
-/// latency injected: one request on the wire at a time per process (rule W's least).
+/// latency injected: one request on the wire at a time per process (rule W's least), against
+/// the larger plan where the plan changes.
 fn room_for_round_trips(cell: &Cell) -> f64 {
     let late = longest_latency(cell);
     if late.is_zero() {
@@ -437,7 +438,10 @@ fn room_for_round_trips(cell: &Cell) -> f64 {
     // A window's first second may go to placing its end through `Date`.
     let open = (cell.minute as f64 - 1.0).max(1.0);
     let reach = processes(cell) as f64 * open / late.as_secs_f64();
-    (reach / f64::from(cell.per_minute.max(1))).min(1.0)
+    let plan = cell.plan_change.map_or(cell.per_minute, |change| {
+        change.per_minute.max(cell.per_minute)
+    });
+    (reach / f64::from(plan.max(1))).min(1.0)
 }
 
 /// The longest delay a latency fault gives an answer.
