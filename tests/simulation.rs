@@ -173,6 +173,15 @@ fn round_trips_are_measured_against_the_upgraded_plan_soak_seeds_70994_73658_769
     }
 }
 
+/// Soak seed 95777: four independent instances on 2 s windows of 5, answers 51 to 273 ms late,
+/// injected 503s and 502s whose pages carry no rate-limit headers: one instance's two 502s
+/// in a row read as a service without headers, rule S let two requests on the wire, and both
+/// landed inside the `Retry-After` of a 429 another instance met.
+#[test]
+fn a_gateways_error_pages_do_not_start_the_slow_start_soak_seed_95777() {
+    assert_world_keeps_the_invariants(95777);
+}
+
 /// Soak seed 26373: one instance on a day window of 5 per 120 s, whose injected 429s and 503s
 /// spent one day's 5: goodput read 50% against a floor of 54%, as the served measure took
 /// the faults off each minute's allowance but not off the day's.
@@ -224,9 +233,9 @@ fn faults_without_a_readable_retry_after_soak_seeds_59226_64399_64996() {
 }
 
 /// Soak seed 53241: one instance, 10 per 5 s windows upgraded to 60 at 6.7 s, 242 ms round
-/// trips: goodput 35.7% against a floor of 39%. Not fixed.
+/// trips: goodput 35.7% against a floor of 39%. Passes since a server error without rate-limit
+/// headers no longer counts towards rule S's slow start (soak seed 95777).
 #[test]
-#[ignore = "goodput under the floor of its kind"]
 fn a_plan_upgrade_under_long_round_trips_soak_seed_53241() {
     assert_world_keeps_the_invariants(53241);
 }
@@ -342,4 +351,96 @@ fn three_worlds_in_four_are_held_to_a_goodput_floor() {
         100.0 * HELD_TO_A_FLOOR,
         100.0 * share
     );
+}
+
+/// Soak seed 67028: one instance, half its calls cancelled, sliding windows of 5 per 10 s and a
+/// day of 5 per 50 s, injected 429s and 503s, backends' clocks apart and a plan upgrade: 3
+/// calls in the run, goodput 0% against a floor of 2%. The day's own 429 (39 s) came between
+/// the injected ones, and the gate's strikes ran on through it: each 503 after it backed off
+/// 8 s. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn injected_quiets_around_a_day_long_retry_after_soak_seed_67028() {
+    assert_world_keeps_the_invariants(67028);
+}
+
+/// Soak seed 67375: two clients built apart in one process, one of them naming the service
+/// `localhost`, an hour window of 60 with the reset given in seconds (IETF fields), every
+/// answer 285 ms late: 5 calls of the key's only user held while its budget lasted, the longest
+/// 1.145 s (contract 2), as in soak seed 34728. Not fixed.
+#[test]
+#[ignore = "the key's only user is held while its budget lasts"]
+fn an_hour_window_with_the_reset_in_seconds_holds_the_only_user_soak_seed_67375() {
+    assert_world_keeps_the_invariants(67375);
+}
+
+/// Soak seed 69856: four independent instances, windows of 10 per 2 s with the reset given in
+/// seconds (IETF fields), every answer 127 ms late: each window served is followed by one
+/// served by none, as with others seen a window reopens a second after the latest its reset
+/// may be: goodput 45% against a floor of 50%. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn a_fleet_on_two_second_windows_with_the_reset_in_seconds_soak_seed_69856() {
+    assert_world_keeps_the_invariants(69856);
+}
+
+/// Soak seeds 74609 and 80317: one process whose clients name the service two ways, answers
+/// 163 or 392 ms late, a plan downgraded (20 to 5 a window, 30 to 5): 2 and 4 calls of the
+/// key's only user held while its budget lasted, the longest 92 and 200 ms (contract 2); in
+/// 74609 also backends' clocks up to 2 s behind. Not fixed.
+#[test]
+#[ignore = "the key's only user is held while its budget lasts"]
+fn a_plan_downgrade_holds_the_only_user_soak_seeds_74609_80317() {
+    for seed in [74609, 80317] {
+        assert_world_keeps_the_invariants(seed);
+    }
+}
+
+/// Soak seeds 81516 and 86145: one process, windows of 30 an hour or 5 per 30 minutes under a
+/// day of 30 per 3 hours or 5 per 2 hours, three injected 429s counted against the day, and a
+/// plan downgrade (81516) or an earlier run's 2 requests (86145): goodput 33.3% and 0% against
+/// floors of 45% and 90%, the calls held past `max_server_wait` failing as throttled. Not
+/// fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn injected_429s_that_spend_a_long_day_soak_seeds_81516_86145() {
+    for seed in [81516, 86145] {
+        assert_world_keeps_the_invariants(seed);
+    }
+}
+
+/// Soak seed 88817: 16 clones of one client (one process), sliding windows, rate-limit headers
+/// only on 429s, injected 503s of `Retry-After: 9`, the service's clock stepped 19 s forward:
+/// the key was banned (contract 1), as in soak seed 57901. Not fixed.
+#[test]
+#[ignore = "one process banned where headers come only with 429s"]
+fn one_process_with_headers_only_on_429s_and_a_clock_step_is_banned_soak_seed_88817() {
+    assert_world_keeps_the_invariants(88817);
+}
+
+/// Soak seed 88844: one instance, sliding windows of 30 per 10 s and a day of 30 per 30 s, the
+/// reset given in seconds, two injected 503s without `Retry-After`, a tenth of the answers
+/// 460 ms late: goodput 6.7% against a floor of 21%. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn a_sliding_thirty_second_day_with_the_reset_in_seconds_soak_seed_88844() {
+    assert_world_keeps_the_invariants(88844);
+}
+
+/// Soak seed 89426: one instance, a window of 10 per 10 minutes with the reset given in
+/// seconds (IETF fields), answers 187 to 310 ms late: 6 calls of the key's only user held
+/// while its budget lasted, the longest 1.071 s (contract 2), as in soak seed 34728. Not fixed.
+#[test]
+#[ignore = "the key's only user is held while its budget lasts"]
+fn a_ten_minute_window_with_the_reset_in_seconds_holds_the_only_user_soak_seed_89426() {
+    assert_world_keeps_the_invariants(89426);
+}
+
+/// Soak seed 91171: eight independent instances, sliding windows of 5 per 5 s and a day of 5
+/// per 10 s, answers 90 ms late: 51 × 429 with at most one request per instance inside any
+/// `Retry-After`, and goodput 0% against a floor of 4%. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn eight_instances_on_a_sliding_ten_second_day_soak_seed_91171() {
+    assert_world_keeps_the_invariants(91171);
 }
