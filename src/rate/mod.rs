@@ -1015,8 +1015,7 @@ impl<'a> Permit<'a> {
                 QuotaReading::Absent if status == StatusCode::TOO_MANY_REQUESTS => {
                     state.budgets.report_metered();
                 }
-                // A server error without them may be a gateway's page: it says nothing of the
-                // service's headers (rule S).
+                // A gateway's error page says nothing of the service's headers (rule S).
                 QuotaReading::Absent if status.is_server_error() => {}
                 QuotaReading::Absent => {
                     let own = state.own(self.sent_at);
