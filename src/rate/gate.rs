@@ -75,17 +75,18 @@ impl Gate {
         self.contested
     }
 
-    /// Whether a 429 whose quota read `reading`, met by a process that sent at most `sent`
-    /// requests in its period, shows others calling: its window was spent by more, or is
-    /// untouched (the quiet is left from the window before), or has budget left once a 429
-    /// showed others (the quiet is another's); and it may where the service meters the key in
-    /// numbers no one can read.
-    pub(crate) fn shows_others(&self, reading: &QuotaReading, sent: u64) -> bool {
+    /// Whether a 429 whose quota read `reading`, met by a process that sent `sent` requests in
+    /// all and at most `in_period` in its period, shows others calling: its window was spent
+    /// by more than all, or is untouched (the quiet is left from the window before), or has
+    /// budget left (the quiet is another's) once a 429 showed others or after more than this
+    /// process sent into the period; and it may where the service meters the key in numbers
+    /// no one can read. A spent period is judged by all: it may be a longer window's.
+    pub(crate) fn shows_others(&self, reading: &QuotaReading, sent: u64, in_period: u64) -> bool {
         match reading {
             QuotaReading::Read(quota, _) => {
                 quota.used() > sent
                     || quota.remaining == quota.limit
-                    || (quota.remaining > 0 && self.others_shown)
+                    || (quota.remaining > 0 && (self.others_shown || quota.used() > in_period))
             }
             QuotaReading::Unreadable => true,
             QuotaReading::Absent => false,
@@ -186,14 +187,22 @@ mod tests {
         };
         let mut gate = Gate::default();
         // Budget left and no one seen: a fault, or a limit the headers do not show.
-        assert!(!gate.shows_others(&read(18), 2));
+        assert!(!gate.shows_others(&read(18), 2, 2));
         assert!(
-            gate.shows_others(&read(0), 2),
+            gate.shows_others(&read(0), 2, 2),
             "spent by 20 where 2 were sent"
         );
-        assert!(gate.shows_others(&read(20), 2), "untouched");
-        assert!(gate.shows_others(&QuotaReading::Unreadable, 2));
-        assert!(!gate.shows_others(&QuotaReading::Absent, 2));
+        assert!(gate.shows_others(&read(20), 2, 2), "untouched");
+        assert!(gate.shows_others(&QuotaReading::Unreadable, 2, 2));
+        assert!(!gate.shows_others(&QuotaReading::Absent, 2, 2));
+        assert!(
+            gate.shows_others(&read(18), 2, 1),
+            "budget left after more than this process sent into the period"
+        );
+        assert!(
+            !gate.shows_others(&read(0), 20, 1),
+            "a spent period may be a longer window's: judged by all sent"
+        );
         gate.close(
             Instant::now(),
             Quiet::RateLimited(Duration::ZERO),
@@ -209,7 +218,7 @@ mod tests {
         );
         assert!(!gate.contested(), "each closing is judged anew");
         // Once others were shown, a 429 with budget left is another's quiet.
-        assert!(gate.shows_others(&read(18), 2));
+        assert!(gate.shows_others(&read(18), 2, 2));
     }
 
     #[test]

@@ -1079,7 +1079,7 @@ impl<'a> Permit<'a> {
         if matches!(quiet, Quiet::RateLimited(_))
             && state
                 .gate
-                .shows_others(&reading, state.own_in_period(&reading, at))
+                .shows_others(&reading, state.wire.sent, state.own_in_period(&reading, at))
         {
             state.gate.contest();
         }
