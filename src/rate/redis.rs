@@ -103,19 +103,18 @@ impl Topology {
                 if let Ok(Ok((mut messages, mut counter))) =
                     tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
                 {
+                    // Due at once: a deadline past asks as soon as no quiet is waiting.
                     let mut count_at = Instant::now();
                     loop {
-                        let told = if Instant::now() >= count_at {
-                            count_at = Instant::now() + RETRY_EVERY;
-                            listeners(&mut counter, &channel).await
-                        } else {
-                            match tokio::time::timeout_at(count_at, messages.next()).await {
-                                Ok(Some(message)) => match message.get_payload::<u64>() {
-                                    Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
-                                    Err(_) => Told::Nothing,
-                                },
-                                Ok(None) => break,
+                        let told = match tokio::time::timeout_at(count_at, messages.next()).await {
+                            Ok(Some(message)) => match message.get_payload::<u64>() {
+                                Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
                                 Err(_) => Told::Nothing,
+                            },
+                            Ok(None) => break,
+                            Err(_) => {
+                                count_at = Instant::now() + RETRY_EVERY;
+                                listeners(&mut counter, &channel).await
                             }
                         };
                         if !heard(told) {
