@@ -245,6 +245,8 @@ struct Ask {
     metered: bool,
     /// Whether the store was seen to hold the state.
     seen: bool,
+    /// Admitted as if the store counted every instance: without its verdict, decided again.
+    exact: bool,
     /// How many requests to admit at once: more than one asks for a lease.
     want: u64,
     /// Uninhabited without the `redis` feature, as [`StoreLink`]'s.
@@ -498,6 +500,7 @@ impl RateLimiter {
         let ask = Ask {
             metered,
             seen: state.store.seen,
+            exact: state.store.exact(now),
             want,
             _present: link.present,
         };
@@ -548,6 +551,9 @@ impl RateLimiter {
                     (None, answered | permit.release(&mut state))
                 }
                 _ if quiet_since => (None, answered | permit.release(&mut state)),
+                // Admitted trusting the store to count the others: not sent, so that the
+                // process's own count of them decides it.
+                None if ask.exact => (None, answered | permit.release(&mut state)),
                 // Without an answer the process's own discipline decides alone, and the fleet
                 // hears of the request later.
                 None => {
@@ -760,7 +766,7 @@ impl State {
             // A store that answers counts every instance exactly, unless it lost the state
             // lately: then, as without one, this process counts the others itself, as at least
             // the instances the store last said listen.
-            instances: if self.store.live && !self.store.lost_lately(now) {
+            instances: if self.store.exact(now) {
                 1.0
             } else {
                 self.budgets.instances().max(self.store.listeners as f64)

@@ -148,11 +148,11 @@ impl Exchange {
         );
     }
 
-    /// Whether the store lost the state within [`LOST_FOR`] of `now`: it may lose it again.
-    pub(crate) fn lost_lately(&self, now: Instant) -> bool {
-        self.losses
-            .last
-            .is_some_and(|at| now.saturating_duration_since(at) < LOST_FOR)
+    /// Whether the store counts every instance at `now`: it answered the last admission and
+    /// has not lost the state within [`LOST_FOR`], after which it may lose it again.
+    pub(crate) fn exact(&self, now: Instant) -> bool {
+        self.live
+            && (self.losses.last).is_none_or(|at| now.saturating_duration_since(at) >= LOST_FOR)
     }
 
     /// How many requests to ask the store for: one while a lease is asked for, and while

@@ -217,6 +217,15 @@ pub async fn states(redis: &mut redis::aio::MultiplexedConnection) -> Vec<String
 
 /// How many times scripts ran since the server started, from `INFO commandstats`.
 pub async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usize {
+    command_calls(redis, &["evalsha", "eval"]).await
+}
+
+/// How many times the `commands` (as `INFO commandstats` names them: `evalsha`,
+/// `pubsub|numsub`) ran since the server started.
+pub async fn command_calls(
+    redis: &mut redis::aio::MultiplexedConnection,
+    commands: &[&str],
+) -> usize {
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(redis)
@@ -224,14 +233,8 @@ pub async fn script_calls(redis: &mut redis::aio::MultiplexedConnection) -> usiz
         .unwrap();
     stats
         .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<usize>()
-                .ok()
-        })
+        .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(":calls="))
+        .filter(|(command, _)| commands.contains(command))
+        .filter_map(|(_, rest)| rest.split(',').next()?.parse::<usize>().ok())
         .sum()
 }

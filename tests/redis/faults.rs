@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::redis_fleet::{
-    Calls, WINDOW, assert_safe, config_set, hammer, info, instance_builder, lagging_replica,
-    limited, redis_connection, sandbox,
+    Calls, WINDOW, assert_safe, command_calls, config_set, hammer, info, instance_builder,
+    lagging_replica, limited, redis_connection, sandbox,
 };
 use common::redis_server::RedisServer;
 use common::slow_link::SlowLink;
@@ -380,25 +380,7 @@ async fn an_instance_counts_the_listeners_at_once_and_while_quiets_keep_coming()
     let mut direct = redis_connection(&redis).await;
     let sandbox = sandbox(PER_WINDOW, 1_000_000, Duration::from_secs(86_400)).await;
     let client = instance(&sandbox, 0, &redis.url());
-    client
-        .list_pets()
-        .limit(1)
-        .send()
-        .await
-        .expect("a first call");
-    // The instance subscribes from its first call on.
-    let channel = loop {
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg("*")
-            .query_async(&mut direct)
-            .await
-            .unwrap();
-        if let Some(channel) = channels.into_iter().next() {
-            break channel;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let channel = listening(&client, &mut direct).await;
     // Quiets ten times a second, for three seconds.
     for _ in 0..30 {
         let _: u64 = redis::cmd("PUBLISH")
@@ -409,16 +391,7 @@ async fn an_instance_counts_the_listeners_at_once_and_while_quiets_keep_coming()
             .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
-    let asked = stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_pubsub|numsub:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse::<u64>().unwrap());
+    let asked = numsub_calls(&mut direct).await;
     println!("PUBSUB NUMSUB asked {asked} times in 3 s of quiets");
     assert!(
         asked >= 2,
@@ -436,4 +409,100 @@ async fn sixteen_instances_go_on_safely_on_a_redis_too_small_for_its_clients() {
         RedisServer::start_with(&["--maxmemory", "1mb", "--maxmemory-policy", "allkeys-lru"]);
     let run = fleet_under(16, &redis.url(), 0, async || {}).await;
     assert_fault_safe("16 instances, maxmemory 1mb", &run);
+}
+
+/// An instance admits a request as if alone while Redis counts the fleet, then asks Redis:
+/// when Redis does not answer in time, the request used to go all the same, as if the
+/// instance were the key's only user, though Redis had said 21 instances listen for the key's
+/// cooldowns. Frozen Redis, 20 calls at once: 20 requests sent, where the fleet's share of a
+/// minute of 300 is one every 4 s. A request admitted so is now decided again by the
+/// instance's own count of the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_admitted_for_redis_that_does_not_answer_is_paced_for_the_fleet_redis_counted() {
+    const OTHERS: usize = 20;
+    const CALLS: usize = 20;
+    let redis = RedisServer::start();
+    let mut direct = redis_connection(&redis).await;
+    // A minute's window from its start: the fleet's share is one request every 4 s.
+    let sandbox = common::base::sandbox_builder()
+        .key(
+            common::redis_fleet::KEY,
+            petstore_sandbox::Plan::Enterprise {
+                per_minute: 300,
+                per_day: 1_000_000,
+            },
+        )
+        .start()
+        .await
+        .expect("the sandbox starts");
+    let client = instance_builder(&sandbox, 0)
+        .retry_policy(
+            RetryPolicy::builder()
+                .max_retries(0)
+                .max_server_wait(Duration::from_secs(1))
+                .build(),
+        )
+        .shared_state(RedisState::new(&redis.url()).expect("a Redis URL"))
+        .build()
+        .expect("a valid client");
+    let channel = listening(&client, &mut direct).await;
+    // The other instances of the fleet, as Redis counts them: listeners on the channel.
+    let mut others = Vec::new();
+    for _ in 0..OTHERS {
+        let mut pubsub = redis::Client::open(redis.url())
+            .unwrap()
+            .get_async_pubsub()
+            .await
+            .unwrap();
+        pubsub.subscribe(&channel).await.unwrap();
+        others.push(pubsub);
+    }
+    // Until the instance has counted them: a count asked after they all listen, answered.
+    let counted = numsub_calls(&mut direct).await;
+    while numsub_calls(&mut direct).await <= counted {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = sandbox.request_log().len();
+    redis.freeze();
+    let calls = (0..CALLS).map(|_| client.list_pets().limit(1).send());
+    let results = futures_util::future::join_all(calls).await;
+    redis.thaw();
+    let sent = sandbox.request_log().len() - before;
+    let throttled = results
+        .iter()
+        .filter(|result| matches!(result, Err(petstore_client::Error::Throttled(_))))
+        .count();
+    println!("{sent} requests sent of {CALLS} calls, {throttled} held back");
+    assert_eq!(
+        sent, 0,
+        "expected no request sent before the fleet's share of the window allows one, got {sent}"
+    );
+}
+
+/// The channel of the key's quiets, once `client` listens on it: from its first call on.
+async fn listening(client: &PetStoreClient, redis: &mut MultiplexedConnection) -> String {
+    client
+        .list_pets()
+        .limit(1)
+        .send()
+        .await
+        .expect("a first call");
+    loop {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("*")
+            .query_async(&mut *redis)
+            .await
+            .unwrap();
+        if let Some(channel) = channels.into_iter().next() {
+            return channel;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// How many times Redis was asked `PUBSUB NUMSUB`.
+async fn numsub_calls(redis: &mut MultiplexedConnection) -> usize {
+    command_calls(redis, &["pubsub|numsub"]).await
 }

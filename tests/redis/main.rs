@@ -7,7 +7,7 @@
 #[path = "../common"]
 #[allow(dead_code)]
 mod common {
-    mod base;
+    pub mod base;
     pub use base::*;
     pub mod matrix;
     pub mod redis_cluster;
