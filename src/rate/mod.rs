@@ -535,6 +535,9 @@ impl RateLimiter {
                     if lost {
                         state.store.lost(asked);
                     }
+                    // The first admission of a state it did not hold: it may have been lost
+                    // before this instance saw it, until a later admission finds it kept.
+                    state.store.unconfirmed = admitted == 1;
                     permit.fleet.probe = probe;
                     permit.fleet.admitted = admitted;
                     self.take_lease(&mut state, link, lease, admitted, ask.metered, asked);

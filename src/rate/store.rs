@@ -96,6 +96,8 @@ pub(crate) struct Exchange {
     pub(crate) live: bool,
     /// The store has answered an admission: a state it no longer holds was lost.
     pub(crate) seen: bool,
+    /// The store's last admission opened the state: it has counted no other instance yet.
+    pub(crate) unconfirmed: bool,
     /// How many instances the store last said hear the key's quiets.
     pub(crate) listeners: u64,
     /// The times the store said it lost the state.
@@ -148,10 +150,12 @@ impl Exchange {
         );
     }
 
-    /// Whether the store counts every instance at `now`: it answered the last admission and
-    /// has not lost the state within [`LOST_FOR`], after which it may lose it again.
+    /// Whether the store counts every instance at `now`: it answered the last admission, which
+    /// found the state kept, and has not lost it within [`LOST_FOR`], after which it may lose
+    /// it again.
     pub(crate) fn exact(&self, now: Instant) -> bool {
         self.live
+            && !self.unconfirmed
             && (self.losses.last).is_none_or(|at| now.saturating_duration_since(at) >= LOST_FOR)
     }
 
