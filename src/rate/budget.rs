@@ -97,8 +97,12 @@ impl Window {
     /// Whether an answer that arrived at `at` with a reset of `reset` reports this window.
     fn names(&self, limit: u64, reset: i64, at: Instant) -> bool {
         // An assumed or ended window's next period, where the limit tells it from another
-        // window's.
-        if (self.ends.is_none() || self.ended(at)) && reset > self.reset && limit == self.limit {
+        // window's. Its end may be placed late by the reset's rounding and the round trip of
+        // the answer that placed it (a reset in seconds is read from the answer's arrival).
+        let placed_late = Duration::from_secs(RESET_ROUNDING)
+            + self.last_at.saturating_duration_since(self.as_of);
+        let over = self.ends.is_none_or(|ends| ends.at <= at + placed_late);
+        if over && reset > self.reset && limit == self.limit {
             return true;
         }
         if self.ends.is_none() {
@@ -599,6 +603,31 @@ mod tests {
         assert_eq!(remaining(&budgets, t0 + secs(3.0)), Some(10));
         budgets.report(quota(60, 5, T), end, t0 + secs(4.0), late);
         assert_eq!(remaining(&budgets, t0 + secs(4.0)), Some(5));
+    }
+
+    /// Found by the explorer (soak seed 89426): a ten-minute window's end, from a reset in
+    /// seconds rounded up and read from an answer 310 ms late, was placed 1.4 s after the
+    /// period's. The next period's first answer came before that: taken for another window,
+    /// while the old one, spent, held the key's only user until its placed end.
+    #[test]
+    fn the_next_periods_answer_names_a_window_whose_end_was_placed_late() {
+        let t0 = Instant::now();
+        let mut budgets = Budgets::default();
+        let last = t0 + secs(4.2);
+        budgets.report(
+            quota(10, 0, T),
+            t0 + secs(601.4),
+            last,
+            own(10, t0 + secs(3.89)),
+        );
+        let at = t0 + secs(600.35);
+        let next = quota(10, 9, T + 600);
+        budgets.report(next, t0 + secs(1200.35), at, own(11, t0 + secs(600.04)));
+        assert_eq!(
+            remaining(&budgets, at),
+            Some(9),
+            "expected the next period's budget"
+        );
     }
 
     /// Found by the explorer (soak seed 5578): requests sent at one instant were answered out
