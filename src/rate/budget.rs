@@ -99,11 +99,12 @@ impl Window {
         // An assumed or ended window's next period, where the limit tells it from another
         // window's. Its end may be placed late by the reset's rounding and the round trip of
         // the answer that placed it (a reset in seconds is read from the answer's arrival).
-        let placed_late = Duration::from_secs(RESET_ROUNDING)
-            + self.last_at.saturating_duration_since(self.as_of);
-        let over = self.ends.is_none_or(|ends| ends.at <= at + placed_late);
-        if over && reset > self.reset && limit == self.limit {
-            return true;
+        if reset > self.reset && limit == self.limit {
+            let placed_late = Duration::from_secs(RESET_ROUNDING)
+                + self.last_at.saturating_duration_since(self.as_of);
+            if self.ends.is_none_or(|ends| ends.at <= at + placed_late) {
+                return true;
+            }
         }
         if self.ends.is_none() {
             return reset >= self.reset;
