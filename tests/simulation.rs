@@ -458,3 +458,21 @@ fn a_ten_minute_window_with_the_reset_in_seconds_holds_the_only_user_soak_seed_8
 fn eight_instances_on_a_sliding_ten_second_day_soak_seed_91171() {
     assert_world_keeps_the_invariants(91171);
 }
+
+/// Soak seed 97429: two independent instances under two host names, 20 per 2 s and a day of
+/// 40 per 6 s, the reset given in seconds, six injected 429s: goodput 47.5% against a floor of
+/// 50%, the next period's first answer taken for another window. Passes since that answer
+/// names a window whose end was placed late.
+#[test]
+fn two_instances_on_two_second_windows_and_a_six_second_day_soak_seed_97429() {
+    assert_world_keeps_the_invariants(97429);
+}
+
+/// Soak seed 97621: four clients built apart in one process, two host names, a sliding window
+/// of 30 per 5 s without rate-limit headers, three 503s whose `Retry-After` is a date, every
+/// answer 160 ms late: 10 × 429 in one window, one over the cap of its kind. Not fixed.
+#[test]
+#[ignore = "more 429s in a window than its kind allows"]
+fn four_clients_on_a_sliding_window_without_headers_soak_seed_97621() {
+    assert_world_keeps_the_invariants(97621);
+}
