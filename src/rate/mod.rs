@@ -766,8 +766,8 @@ impl State {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            // A store that answers counts every instance exactly, unless it lost the state
-            // lately: then, as without one, this process counts the others itself, as at least
+            // A store that counts every instance ([`Exchange::exact`]) leaves none to count;
+            // otherwise, as without one, this process counts the others itself, as at least
             // the instances the store last said listen.
             instances: if self.store.exact(now) {
                 1.0
