@@ -559,7 +559,8 @@ fn fault_times(text: &str) -> usize {
 /// task's request on the wire when the budget runs out (up to rule S's eight where the answers
 /// do not show the budget) and one probe into the `Retry-After`; for each injected 429, itself
 /// and a probe of each process into its wait; with sliding windows, each process racing the
-/// others for each request the window frees; and one per process after a step of the clock.
+/// others for each request the window frees, and, where the answers do not show the budget,
+/// its own next request after each; and one per process after a step of the clock.
 fn most_429s(cell: &Cell) -> usize {
     let processes = processes(cell);
     let injected: usize = cell
@@ -583,13 +584,20 @@ fn most_429s(cell: &Cell) -> usize {
     } else {
         0
     };
+    // Without the budget in the answers, a probe after each `Retry-After` (a second at least)
+    // can take the one request a spent sliding window freed, and the next request meets a 429.
+    let freed = if cell.window_kind == WindowKind::Sliding && cell.headerless() {
+        processes * (limit as usize).min(cell.minute as usize)
+    } else {
+        0
+    };
     // A step of the clock back into a spent window: a 429 no header foretold, per process.
     let stepped = if cell.clock_step.is_some() {
         processes
     } else {
         0
     };
-    processes * (1 + on_the_wire) + injected * (1 + processes) + racing + stepped
+    processes * (1 + on_the_wire) + injected * (1 + processes) + racing + freed + stepped
 }
 
 /// The processes spending the key (an earlier run aside).
