@@ -11,7 +11,8 @@
 //! took over a millisecond (a held call would), followed by how many script runs Redis
 //! counted for the calls made with it, per call. The same comparison is then made with
 //! `CONCURRENT` tasks calling back to back on each client: the ratio of the two sides' times
-//! for the same calls, and Redis's script runs per call.
+//! for the same calls, and Redis's script runs per call. Last, a caller slower than one call
+//! per lease: each of its calls is a round trip to Redis.
 //!
 //! Run with `cargo bench --bench redis --features redis` (`redis-server` must be on `PATH`).
 
@@ -49,6 +50,13 @@ const CONCURRENT: usize = 16;
 const CALLS_PER_TASK: usize = 50;
 /// On loopback a call takes microseconds; one this slow was held, or something is wrong.
 const SLOW: Duration = Duration::from_millis(1);
+/// The gap between two calls of a caller slower than one call per lease (a lease is spent for
+/// 100 ms, `docs/redis.md`): each of its calls asks Redis.
+const SPACED: Duration = Duration::from_millis(150);
+/// Calls in one batch of the spaced comparison.
+const SPACED_CALLS: usize = 5;
+/// Rounds of the spaced comparison: each takes `4 × SPACED_CALLS × SPACED` per operation.
+const SPACED_ROUNDS: usize = 9;
 
 #[derive(Clone, Copy)]
 enum Call {
@@ -114,17 +122,22 @@ impl Sides {
     }
 }
 
-/// Makes `calls` calls one after another, adding each one's latency to `latencies`.
+/// Makes `calls` calls one after another, each `gap` after the one before it ended, adding
+/// each one's latency to `latencies`: their time, the gaps left out.
 fn batch(
     rt: &Runtime,
     client: &PetStoreClient,
     call: Call,
     calls: usize,
+    gap: Duration,
     latencies: &mut Vec<Duration>,
 ) -> Duration {
     rt.block_on(async {
         let mut total = Duration::ZERO;
         for _ in 0..calls {
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
             let start = Instant::now();
             call.on(client).await;
             let took = start.elapsed();
@@ -133,6 +146,39 @@ fn batch(
         }
         total
     })
+}
+
+/// The comparison of `call` made by a caller slower than one call per lease, `rounds` ABBA
+/// rounds: one summary line with each side's mean and median latency, their ratios, and
+/// Redis's script runs per call.
+fn paired_spaced(rt: &Runtime, sides: &Sides, redis: &str, name: &str, call: Call, rounds: usize) {
+    let runs_before = rt.block_on(script_runs(redis));
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let ratios = abba(rounds, |redis| {
+        if redis {
+            batch(rt, &sides.with, call, SPACED_CALLS, SPACED, &mut with)
+        } else {
+            batch(rt, &sides.without, call, SPACED_CALLS, SPACED, &mut without)
+        }
+    });
+    let runs = rt.block_on(script_runs(redis)) - runs_before;
+    let (mut without, mut with) = (Latencies(without), Latencies(with));
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    let (without_median, with_median) = (without.median(), with.median());
+    println!(
+        "| {name} | {} / {} | {} / {} | {:.2} / {:.2} | {:.2} ({:.2} to {:.2}) | {runs} / {} = {:.2} |",
+        micros(without.mean()),
+        micros(without_median),
+        micros(with.mean()),
+        micros(with_median),
+        ratio(with.mean(), without.mean()),
+        ratio(with_median, without_median),
+        ratios[rounds / 2],
+        ratios[rounds / 4],
+        ratios[3 * rounds / 4],
+        with.0.len(),
+        runs as f64 / with.0.len() as f64,
+    );
 }
 
 /// Makes `per_task` calls one after another on each of `CONCURRENT` tasks at once: how long
@@ -256,9 +302,23 @@ fn paired(rt: &Runtime, sides: &Sides, name: &str, call: Call, rounds: usize) {
     let (mut without, mut with) = (Vec::new(), Vec::new());
     let ratios = abba(rounds, |redis| {
         if redis {
-            batch(rt, &sides.with, call, CALLS_PER_BATCH, &mut with)
+            batch(
+                rt,
+                &sides.with,
+                call,
+                CALLS_PER_BATCH,
+                Duration::ZERO,
+                &mut with,
+            )
         } else {
-            batch(rt, &sides.without, call, CALLS_PER_BATCH, &mut without)
+            batch(
+                rt,
+                &sides.without,
+                call,
+                CALLS_PER_BATCH,
+                Duration::ZERO,
+                &mut without,
+            )
         }
     });
     let (mut without, mut with) = (Latencies(without), Latencies(with));
@@ -341,7 +401,14 @@ fn main() {
     let sides = Sides::new(&sandbox, &redis);
     for (_, call) in CALLS {
         for (_, client) in sides.both() {
-            batch(&rt, client, call, WARM_UP_CALLS, &mut Vec::new());
+            batch(
+                &rt,
+                client,
+                call,
+                WARM_UP_CALLS,
+                Duration::ZERO,
+                &mut Vec::new(),
+            );
         }
     }
 
@@ -398,6 +465,28 @@ fn main() {
     println!("| --- | --- | --- | --- | --- | --- |");
     for (name, call) in CALLS {
         paired_concurrent(&rt, &sides, &redis.url(), name, call, rounds);
+    }
+    let spaced_rounds = if rounds == 1 {
+        1
+    } else {
+        support::rounds(SPACED_ROUNDS)
+    };
+    println!();
+    println!(
+        "Latency per call of a caller slower than one call per lease, one call every {} ms, \
+         without and with the Redis shared state ({spaced_rounds} paired rounds of \
+         {SPACED_CALLS} calls a side):",
+        SPACED.as_millis()
+    );
+    println!();
+    println!(
+        "| operation | without: mean / median | with Redis: mean / median \
+         | ratio with/without: mean / median | per-round ratio: median (IQR) \
+         | script runs / calls with Redis = round trips per call |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (name, call) in CALLS {
+        paired_spaced(&rt, &sides, &redis.url(), name, call, spaced_rounds);
     }
     let limited = sandbox.stats().answered(429);
     let mut ping = pings(&rt, &redis.url(), CALLS_PER_BATCH * rounds);
