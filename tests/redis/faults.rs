@@ -274,6 +274,27 @@ async fn four_instances_go_on_safely_when_redis_blocks_for_a_second() {
 /// with what the replica had not received yet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_instances_go_on_safely_after_a_failover_to_a_replica_that_lags() {
+    failover_to_a_replica_that_lags(4, 1).await;
+}
+
+/// Past the contract without shared state, a failover that loses an admission or a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_instances_go_on_safely_after_a_failover_to_a_replica_that_lags() {
+    failover_to_a_replica_that_lags(16, 1).await;
+}
+
+/// A failover that loses at least 20 admissions: the promoted replica counts that many more
+/// requests left in the window than the service has. Once, four such runs at once on a loaded
+/// machine, 29 lost admissions got the key banned (14 × 429, one from each of 14 instances).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "banned in 2 of 3 runs: the promoted replica admits what the service no longer has"]
+async fn thirty_two_instances_go_on_safely_after_a_failover_that_loses_twenty_admissions() {
+    failover_to_a_replica_that_lags(32, 20).await;
+}
+
+/// `instances` instances through a failover to a replica 600 ms behind the master, once the
+/// master counts at least `lost` admissions the replica has not received.
+async fn failover_to_a_replica_that_lags(instances: usize, lost: u64) {
     const LAG: Duration = Duration::from_millis(600);
     let mut master = RedisServer::start();
     let (replica, _replication) = lagging_replica(master.port(), LAG).await;
@@ -282,13 +303,17 @@ async fn four_instances_go_on_safely_after_a_failover_to_a_replica_that_lags() {
     let address = SlowLink::start(master.port(), Duration::ZERO).await;
     let url = format!("redis://127.0.0.1:{}/", address.port());
     let mut admissions = None;
-    let run = fleet_under(4, &url, 1, async || {
+    let run = fleet_under(instances, &url, 1, async || {
         let name = state_name(&mut to_master).await.expect("the fleet's state");
-        // Once the master counts admissions the replica has not received yet (each stays
-        // unreceived for 600 ms), or after 10 s.
+        // Once the master counts `lost` admissions the replica has not received yet (each
+        // stays unreceived for 600 ms), or after 10 s.
         let give_up = Instant::now() + Duration::from_secs(10);
+        let behind = async |to_replica: &mut MultiplexedConnection, before: Option<u64>| {
+            let received = admissions_in(to_replica, &name).await;
+            before.unwrap_or(0) < received.unwrap_or(0) + lost
+        };
         let mut before = admissions_in(&mut to_master, &name).await;
-        while before <= admissions_in(&mut to_replica, &name).await && Instant::now() < give_up {
+        while behind(&mut to_replica, before).await && Instant::now() < give_up {
             tokio::time::sleep(Duration::from_millis(10)).await;
             before = admissions_in(&mut to_master, &name).await;
         }
@@ -313,7 +338,8 @@ async fn four_instances_go_on_safely_after_a_failover_to_a_replica_that_lags() {
         "expected the promoted replica to have lost the latest admissions, it counts \
          {on_replica:?}, the master {on_master:?}"
     );
-    assert_fault_safe("4 instances, failover to a replica 600 ms behind", &run);
+    let scenario = format!("{instances} instances, failover to a replica 600 ms behind");
+    assert_fault_safe(&scenario, &run);
 }
 
 /// How many admissions the state `name` counts (its `seq`).
