@@ -243,8 +243,8 @@ impl StoreLink {
 struct Ask {
     /// Whether to spend from the window budgets, or only obey the cooldown.
     metered: bool,
-    /// Whether the store was seen to hold the state.
-    seen: bool,
+    /// The highest admission number the store gave this process ([`Exchange::seen`]).
+    seen: u64,
     /// Admitted as if the store counted every instance: without its verdict, decided again.
     exact: bool,
     /// How many requests to admit at once: more than one asks for a lease.
@@ -520,7 +520,8 @@ impl RateLimiter {
         let (permit, wake) = {
             let mut state = shared.lock();
             state.store.live = verdict.is_some();
-            state.store.seen |= state.store.live;
+            let given = verdict.as_ref().map_or(0, Verdict::highest_admitted);
+            state.store.seen = state.store.seen.max(given);
             let answered = permit.answered(&mut state);
             // A response of this process asked for quiet while the store decided, too late for
             // the store to have heard of it.

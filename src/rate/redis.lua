@@ -9,7 +9,8 @@
 -- ARGV[2]  '1' to spend from the window budgets, '0' to obey only the cooldown
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
--- ARGV[5]  '1' if this instance has seen the state before, '0' if not
+-- ARGV[5]  the highest admission number this instance was given for the state ('1' if it saw
+--          the state and was given none, '0' if it never saw it)
 -- ARGV[6]  how many requests the instance asks for at once, this one included (absent: 1); more
 --          than one asks for a lease (below)
 -- ARGV[7]  how long a lease may be spent, ms
@@ -45,7 +46,8 @@
 -- one, and a service may report another limit with each answer. At most MAX_WINDOWS are kept,
 -- and a window is removed once its period has ended.
 --
--- Fields: 'seq' (admissions so far), 'cool' (quiet until), 'half' (a quiet was asked and no
+-- Fields: 'seq' (admissions so far), 'base' (the number admissions started from after the
+-- state was last lost, unset before), 'cool' (quiet until), 'half' (a quiet was asked and no
 -- normal answer came since), 'probe' (an instance probes until), 'gone' =
 -- '<period>:<resolved>' (the latest period that ended here: a late report of it or of an
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
@@ -54,7 +56,8 @@
 -- whose report opened it, and what that report had left).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe, {0, 2, seq} go as the
--- probe of a state this instance saw and Redis lost (seq: the admission number), {1, ms} hold
+-- probe of a state this instance saw and Redis lost or rolled back (seq: the admission number),
+-- {1, ms} hold
 -- for the cooldown,
 -- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
 -- Asked for more than one request, a go is {0, probe, first, granted, ms, last, period...}:
@@ -75,6 +78,10 @@ local YEAR = 366 * 86400 * 1000
 local MAX_WINDOWS = 4
 -- A lease takes at most this share of what is left (1 / LEASE_SHARE), and one request at least.
 local LEASE_SHARE = 16
+-- After a loss, admissions are numbered from this far past the highest number the instance that
+-- found it was given: past every number any instance was given by the state lost, so that
+-- none takes the new state for a rolled-back one.
+local LOST_JUMP = 1000000
 
 -- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
 local function clamp(value, low, high)
@@ -85,7 +92,7 @@ local function clamp(value, low, high)
   return math.max(low, math.min(high, math.floor(n)))
 end
 
-local seq, cool, half, probe = 0, 0, 0, 0
+local seq, base, cool, half, probe = 0, 0, 0, 0, 0
 local gone, resolved = 0, true
 local windows = {}
 local fields = redis.call('HGETALL', key)
@@ -93,14 +100,17 @@ local fields = redis.call('HGETALL', key)
 -- without persistence, a failover to a replica that lagged, or expired while unused): what it
 -- held, a cooldown or a spent budget, is unknown, never a fresh budget. As after a quiet, one
 -- request probes and the others wait for its answer, whether the budgets are spent or not.
-local lost = #fields == 0 and ARGV[5] == '1'
-if lost then
-  half = 1
+local seen = clamp(ARGV[5], 0, MOST)
+for i = 14, #ARGV, 5 do
+  seen = math.max(seen, clamp(ARGV[i], 0, MOST))
 end
+local lost = #fields == 0 and seen > 0
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'seq' then
     seq = clamp(value, 0, MOST)
+  elseif field == 'base' then
+    base = clamp(value, 0, MOST)
   elseif field == 'cool' then
     cool = clamp(value, 0, MOST)
   elseif field == 'half' then
@@ -139,12 +149,26 @@ for _, w in ipairs(windows) do
 end
 windows = open
 
+-- A state that counts fewer admissions than one an instance was given, or a report answers,
+-- lost those after its copy was taken: a failover to a replica that lagged, or a restart from an
+-- older snapshot. Its windows count them as still left: it reads as lost.
+if seq < seen and #fields > 0 then
+  lost, windows, probe = true, {}, 0
+end
+if lost then
+  half = 1
+  base = math.min(seen + LOST_JUMP, MOST)
+  seq = math.max(seq, base)
+end
+
 -- What an instance leased and did not spend; a window it no longer finds has ended or was lost.
--- A lease numbered past the admissions counted here was lent by a state lost since: the
--- windows opened again from the service's reports never lent it.
+-- A lease numbered past the admissions counted here, or before they started again after a loss,
+-- was lent by a state lost since: the windows opened again from the service's reports never
+-- lent it.
 for entry in string.gmatch(ARGV[8] or '', '%S+') do
   local units, first, periods = string.match(entry, '^(%d+)@(%d+)(.*)$')
-  if units and clamp(first, 0, MOST) <= seq then
+  first = clamp(first, 0, MOST)
+  if units and base < first and first <= seq then
     units = clamp(units, 0, MOST)
     for period in string.gmatch(periods, ':(%d+)') do
       for _, w in ipairs(windows) do
@@ -168,7 +192,11 @@ for i = 10, #ARGV - 4, 5 do
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
   local period, ends_in = clamp(ARGV[i + 2], 0, MOST), clamp(ARGV[i + 3], 0, YEAR)
+  -- Admitted by a state lost since, it is not counted among the admissions here.
   local admitted = clamp(ARGV[i + 4], 0, MOST)
+  if admitted <= base then
+    admitted = 0
+  end
   -- A period that was over when its answer arrived says nothing about the next, and one that
   -- ended here stays ended.
   if ends_in > 0 and period > gone then
@@ -296,6 +324,9 @@ end
 -- Written whole: the hash holds a handful of fields.
 redis.call('DEL', key)
 local out = { 'seq', string.format('%d', seq) }
+if base > 0 then
+  out[#out + 1] = 'base'; out[#out + 1] = string.format('%d', base)
+end
 local last = now
 if cool > now then
   out[#out + 1] = 'cool'; out[#out + 1] = string.format('%d', cool)
@@ -316,7 +347,7 @@ for _, w in ipairs(windows) do
   out[#out + 1] = string.format('%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at)
   last = math.max(last, w.ends)
 end
-if #out > 2 or seq > 0 then
+if #out > 2 or seq > base then
   redis.call('HSET', key, unpack(out))
   -- Gone a minute after the last thing it knows has passed.
   redis.call('PEXPIRE', key, last - now + 60000)

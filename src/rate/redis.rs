@@ -294,7 +294,7 @@ impl RedisStore {
             Outcome::Quiet(wait) => invocation.arg(millis(wait).max(1)),
         };
         invocation
-            .arg(if admission.seen { "1" } else { "0" })
+            .arg(admission.seen)
             .arg(admission.want)
             .arg(millis(LEASE_FOR))
             .arg(returned(admission.news.returns))
@@ -455,11 +455,11 @@ impl Store for RedisStore {
     fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             // A report answers a request some instance was admitted for: a state missing then
-            // was lost.
+            // was lost, and one that counts fewer admissions than a report's rolled back.
             let admission = Admission {
                 news,
                 metered: true,
-                seen: true,
+                seen: 1,
                 want: 1,
             };
             self.run(name, "report", admission).await?;

@@ -83,6 +83,19 @@ pub(crate) enum Verdict {
     Hold(Duration, Hold),
 }
 
+impl Verdict {
+    /// The highest admission number it gives (a lease's last), or 1 for a hold: what an
+    /// instance tells the store it was given, so that a store counting fewer reads as lost.
+    pub(crate) fn highest_admitted(&self) -> u64 {
+        match self {
+            Self::Go {
+                admitted, lease, ..
+            } => admitted.saturating_add(lease.as_ref().map_or(0, |g| g.units.saturating_sub(1))),
+            Self::Hold(..) => 1,
+        }
+    }
+}
+
 /// What this process heard from the shared store.
 #[derive(Debug, Default)]
 pub(crate) struct Exchange {
@@ -94,8 +107,9 @@ pub(crate) struct Exchange {
     /// The store answered the last admission: it meters the budget exactly, so this process
     /// need not guess how many others spend it.
     pub(crate) live: bool,
-    /// The store has answered an admission: a state it no longer holds was lost.
-    pub(crate) seen: bool,
+    /// The highest admission number the store gave this process, or 1 once it answered without
+    /// one: a store that holds no state, or counts fewer admissions, lost it.
+    pub(crate) seen: u64,
     /// The store's last admission opened the state: it has counted no other instance yet.
     pub(crate) unconfirmed: bool,
     /// How many instances the store last said hear the key's quiets.
@@ -431,9 +445,10 @@ pub(crate) struct Admission<'a> {
     /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
     /// service that does not meter the key).
     pub(crate) metered: bool,
-    /// This process has seen the state in the store: if the store has none, it was lost, and
-    /// what it held is unknown.
-    pub(crate) seen: bool,
+    /// The highest admission number the store gave this process for the state (1 if it
+    /// answered without one, 0 if it never answered): a store that holds no state, or counts
+    /// fewer admissions, lost it, and what it held is unknown.
+    pub(crate) seen: u64,
     /// How many requests to admit at once, this one included: more than one asks for a lease.
     pub(crate) want: u64,
 }
@@ -617,7 +632,7 @@ impl SharedStore {
         &self,
         name: &str,
         metered: bool,
-        seen: bool,
+        seen: u64,
         want: u64,
     ) -> Option<Verdict> {
         let mut taken = Taken::new(&self.outbox, name);

@@ -283,11 +283,12 @@ async fn sixteen_instances_go_on_safely_after_a_failover_to_a_replica_that_lags(
     failover_to_a_replica_that_lags(16, 1).await;
 }
 
-/// A failover that loses at least 20 admissions: the promoted replica counts that many more
-/// requests left in the window than the service has. Once, four such runs at once on a loaded
-/// machine, 29 lost admissions got the key banned (14 × 429, one from each of 14 instances).
+/// A failover that loses at least 20 admissions: the promoted replica counted that many more
+/// requests left in the window than the service had, and admitted them: banned in 2 of 3 runs
+/// (11 and 17 × 429, one from each of as many instances). An instance given a number the state
+/// no longer counts now finds it lost, and one probe finds out the window again: 0 or 1 × 429
+/// in 11 runs, 8 of them four at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "banned in 2 of 3 runs: the promoted replica admits what the service no longer has"]
 async fn thirty_two_instances_go_on_safely_after_a_failover_that_loses_twenty_admissions() {
     failover_to_a_replica_that_lags(32, 20).await;
 }

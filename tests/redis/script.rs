@@ -23,8 +23,9 @@ struct State {
     script: redis::Script,
     /// Whether the instance it plays spends from the window budgets.
     metered: bool,
-    /// Whether the instance it plays has seen the state before.
-    seen: bool,
+    /// The highest admission number the instance it plays was given (1: it saw the state and
+    /// was given none; 0: it never saw it).
+    seen: u64,
     /// How many requests each admission asks for: more than one asks for a lease.
     want: u64,
     /// How long a lease may be spent, ms.
@@ -46,7 +47,7 @@ impl State {
             connection,
             script: redis::Script::new(SCRIPT),
             metered: true,
-            seen: false,
+            seen: 0,
             want: 1,
             horizon: LEASE_MS,
             returns: String::new(),
@@ -73,7 +74,7 @@ impl State {
             .arg(if self.metered { "1" } else { "0" })
             .arg(2_000)
             .arg(outcome)
-            .arg(if self.seen { "1" } else { "0" })
+            .arg(self.seen)
             .arg(self.want)
             .arg(self.horizon)
             .arg(std::mem::take(&mut self.returns))
@@ -320,7 +321,7 @@ async fn a_lost_state_reads_as_unknown_to_an_instance_that_saw_it() {
     let server = RedisServer::start();
     for metered in [true, false] {
         let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
-        (state.metered, state.seen) = (metered, true);
+        (state.metered, state.seen) = (metered, 1);
         // A 429, then the state is lost.
         state.report("30000", &[]).await;
         state.clear().await;
@@ -336,6 +337,61 @@ async fn a_lost_state_reads_as_unknown_to_an_instance_that_saw_it() {
         [0, 0],
         "expected a new state to admit at once"
     );
+}
+
+/// A failover to a replica that lagged keeps the state as it was: it counts fewer admissions than
+/// the master gave, and its window counts them as still left. An admission given one of them
+/// finds the state lost, as a report of one does: the window is unknown until one request
+/// probes, numbered past every number the lost admissions had, and the others wait for its
+/// answer; what a lease of them did not spend is not given back.
+#[tokio::test]
+async fn a_state_that_counts_fewer_admissions_than_were_given_reads_as_lost() {
+    let server = RedisServer::start();
+    // How the loss is found, the probe's kind (2: told lost), and the window after the probe:
+    // unknown, or as the report that found the loss had it, less the probe.
+    let cases = [("an admission", 2, None), ("a report", 1, Some((60, 39)))];
+    for (found_by, probe_kind, window) in cases {
+        let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
+        state.admits(2..=3).await;
+        // The master gave 4 to 9 more, a lease among them; this copy counts 3.
+        match probe_kind {
+            2 => state.seen = 9,
+            _ => state.report("", &[(60, 40, 1_000, 59_000, 9)]).await,
+        }
+        let probe = state.admit(&[]).await;
+        assert_eq!(
+            probe[..2],
+            [0, probe_kind],
+            "expected one probe after the loss found by {found_by}, got {probe:?} ({:?})",
+            state.fields().await
+        );
+        assert!(
+            probe[2] > 9,
+            "expected the probe numbered past the lost admissions, got {probe:?}"
+        );
+        assert_eq!(
+            state.window(1_000).await,
+            window,
+            "expected none of the rolled-back window's count after the loss found by {found_by}"
+        );
+        state.seen = 0;
+        held(&state.admit(&[]).await, 2, 2_000);
+        state.returns = "5@5:1000".to_owned();
+        state
+            .report("ok", &[(60, 30, 1_000, 58_000, probe[2] as u64)])
+            .await;
+        assert_eq!(
+            state.window(1_000).await,
+            Some((60, 30)),
+            "expected the window as the probe found it, nothing given back to it ({found_by})"
+        );
+        assert_eq!(
+            state.admit(&[]).await[..2],
+            [0, 0],
+            "expected the others to go after the probe's answer ({found_by})"
+        );
+        state.clear().await;
+    }
 }
 
 /// Issue 21: Lua numbers are doubles, and `%d` of one at or above 2^63 wrote
