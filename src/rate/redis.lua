@@ -151,9 +151,11 @@ windows = open
 
 -- A state that counts fewer admissions than one an instance was given, or a report answers,
 -- lost those after its copy was taken: a failover to a replica that lagged, or a restart from an
--- older snapshot. Its windows count them as still left: it reads as lost.
+-- older snapshot. Its windows count them as still left: it reads as lost. (A state opened anew
+-- by an instance that saw none reads so too, to the others: a probe already out still goes
+-- alone.)
 if seq < seen and #fields > 0 then
-  lost, windows, probe = true, {}, 0
+  lost, windows = true, {}
 end
 if lost then
   half = 1

@@ -394,6 +394,24 @@ async fn a_state_that_counts_fewer_admissions_than_were_given_reads_as_lost() {
     }
 }
 
+/// A Redis that evicts the state as soon as it is written lets an instance that never saw it open
+/// a new one, numbered from 1, whose count is lower than the numbers the other instances were
+/// given: it reads as lost to them too, but its probe, already out, still goes alone.
+#[tokio::test]
+async fn a_state_opened_anew_reads_as_lost_to_the_others_and_its_probe_goes_alone() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 1, 1],
+        "expected the opener's probe"
+    );
+    state.seen = 50;
+    held(&state.admit(&[]).await, 2, 2_000);
+    state.seen = 0;
+    held(&state.admit(&[]).await, 2, 2_000);
+}
+
 /// Issue 21: Lua numbers are doubles, and `%d` of one at or above 2^63 wrote
 /// -9223372036854775808. An "unlimited" `X-RateLimit-Limit` named a field the next read could
 /// not parse, so every admission became the fleet's one probe; an "unlimited"
