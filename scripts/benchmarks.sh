@@ -92,16 +92,17 @@ bench paired "Overhead against raw reqwest, paired" \
     tables "$work/paired.out"
 } >>"$work/paired.md"
 
-# decode: criterion medians, as ratios.
-bench criterion "Decoding against serde_json, criterion" \
-    env CRITERION_HOME="$criterion_dir" "${cargo[@]}" bench --quiet "${build[@]}" \
-    --bench decode -- "${criterion_args[@]}"
+# decode: wall-clock ratios, ABBA.
+bench decode "Decoding against serde_json, paired" \
+    "${cargo[@]}" bench --quiet "${build[@]}" --bench decode
 {
-    command_line "cargo bench --bench decode && python3 benches/ratios.py"
-    echo "Each side measured on its own by criterion (medians)."
+    command_line cargo bench --bench decode
+    echo "The crate's decoding of a list of pets against \`serde_json::from_slice\` on the same bytes;"
+    echo "both sides alternate (ABBA) round after round, and the median per-round ratio is given"
+    echo "with its interquartile range."
     echo
-    python3 benches/ratios.py "$criterion_dir"
-} >>"$work/criterion.md"
+    tables "$work/decode.out"
+} >>"$work/decode.md"
 
 bench allocations "Allocations per call" \
     "${cargo[@]}" bench --quiet "${build[@]}" --bench allocations
@@ -190,7 +191,7 @@ bench redis "The Redis shared state's cost" \
         echo "against a baseline measured in the same run, on loopback, so that its ratios carry over from"
         echo "one machine to another better than its times do."
     fi
-    for name in paired criterion allocations instructions sole_user goodput redis; do
+    for name in paired decode allocations instructions sole_user goodput redis; do
         echo
         cat "$work/$name.md"
     done
