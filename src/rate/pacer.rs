@@ -61,8 +61,9 @@ const ROUNDING: Duration = Duration::from_secs(1);
 const UNSEEN: u64 = 8;
 
 /// Rule S: the most requests on the wire at once without rate-limit headers is 2 to the
-/// power of the answers in a row less one, at most 2 to this: the first 429 finds at most 8
-/// requests of an instance, fewer than a service that bans at the tenth needs to ban it.
+/// power of the answers in a row less one, and in an assumed window, at most 2 to this: the
+/// first 429 finds at most 8 requests of an instance, fewer than a service that bans at the
+/// tenth needs to ban it.
 const MAX_DOUBLINGS: u32 = 3;
 
 /// Why a request waits.
@@ -199,6 +200,10 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if let Some(hold) = spent(budget, in_flight) {
         return hold;
     }
+    // Rule S in an assumed window: its budget is a guess that only a 429 corrects.
+    if in_flight >= 1 << MAX_DOUBLINGS && budget.windows.iter().any(|w| w.ends.is_none()) {
+        return Decision::ForResponse(Hold::Pace);
+    }
     if pacing == Pacing::Sole {
         return GO;
     }
@@ -273,6 +278,11 @@ mod tests {
     /// A budget of `remaining` of 60 in a window that ends `ends_in` after `t0`, reported to a
     /// process that sent one request.
     fn budgets(remaining: u64, ends_in: Duration, t0: Instant) -> Budgets {
+        budgets_of(60, remaining, ends_in, t0)
+    }
+
+    /// [`budgets`] of a window of `limit`.
+    fn budgets_of(limit: u64, remaining: u64, ends_in: Duration, t0: Instant) -> Budgets {
         let mut budgets = Budgets::default();
         let own = Own {
             sent: 1,
@@ -280,7 +290,7 @@ mod tests {
             answered_sent_at: Some(t0),
         };
         let reset = DateTime::from_timestamp(T, 0).unwrap();
-        budgets.report(Quota::new(60, remaining, reset), t0 + ends_in, t0, own);
+        budgets.report(Quota::new(limit, remaining, reset), t0 + ends_in, t0, own);
         budgets
     }
 
@@ -383,6 +393,31 @@ mod tests {
             Decision::ForResponse(Hold::Pace),
             "at most 8 on the wire however many answers came"
         );
+    }
+
+    #[test]
+    fn an_assumed_window_keeps_at_most_eight_on_the_wire_however_ample() {
+        let gate = Gate::default();
+        let t0 = Instant::now();
+        let now = t0 + secs(2.0);
+        let mut budgets = budgets_of(1_000, 900, secs(1.0), t0);
+        // The reset passed and the answer after it has no rate-limit headers (rule A).
+        budgets.report_none(now, Own::default());
+        let known = budgets.known(now);
+        assert!(
+            matches!(&known, Known::Budget(b) if b.windows[0].ends.is_none() && b.remaining() == 1_000),
+            "{known:?}"
+        );
+        for pacing in [Pacing::Shared, Pacing::Sole] {
+            let seven = view(&gate, known.clone(), 1.0, 7, now);
+            assert_eq!(decide(&seven, pacing, now), GO, "{pacing:?}");
+            let eight = view(&gate, known.clone(), 1.0, 8, now);
+            assert_eq!(
+                decide(&eight, pacing, now),
+                Decision::ForResponse(Hold::Pace),
+                "{pacing:?}: a 429 from a window the headers never showed finds at most 8"
+            );
+        }
     }
 
     #[test]
