@@ -419,7 +419,13 @@ async fn a_429_reaches_redis_though_the_call_that_met_it_is_cancelled() {
         let first = first.clone();
         async move { first.list_pets().limit(1).send().await }
     });
-    while limited(&sandbox.request_log()) == 0 {
+    // Until the client has read the 429's head, not only the sandbox sent it: on a loaded
+    // machine the call could be cancelled before its client heard of the 429 at all.
+    let heard = |log: &[LoggedRequest]| {
+        let shown = log.iter().find(|r| r.status == Some(429))?.quota.clone()?;
+        first.quota().filter(|q| q.remaining == shown.remaining)
+    };
+    while heard(&sandbox.request_log()).is_none() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // The report is on its way, 200 ms from Redis.
