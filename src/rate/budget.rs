@@ -338,7 +338,9 @@ impl Budgets {
             // A raise only from a request sent after the one that set the window: requests
             // sent at one instant may be answered in any order.
             let later = sent > window.as_of;
-            if ended || (later && quota.remaining > window.remaining) {
+            // A new limit is a plan change: the fall across it is the plan's, not others'.
+            let replanned = quota.limit != window.limit;
+            if ended || (later && (replanned || quota.remaining > window.remaining)) {
                 window.refill(quota.remaining, counted, own.sent);
             }
             window.limit = quota.limit;
@@ -678,6 +680,19 @@ mod tests {
             "{}",
             budgets.instances()
         );
+    }
+
+    #[test]
+    fn a_plan_downgrade_is_not_read_as_others() {
+        let t0 = Instant::now();
+        let end = t0 + secs(2.0);
+        let mut budgets = Budgets::default();
+        budgets.report(quota(30, 26, T), end, t0, own(1, t0));
+        // One own request since, and the plan went from 30 to 5 with 5 spent.
+        let at = t0 + secs(0.4);
+        budgets.report(quota(5, 0, T), end, at, own(2, at));
+        assert!(budgets.alone(), "{} instances", budgets.instances());
+        assert_eq!(remaining(&budgets, at), Some(0));
     }
 
     #[test]
