@@ -422,7 +422,7 @@ async fn a_429_reaches_redis_though_the_call_that_met_it_is_cancelled() {
     // Until the client has read the 429's head, not only the sandbox sent it: on a loaded
     // machine the call could be cancelled before its client heard of the 429 at all.
     let heard = |log: &[LoggedRequest]| {
-        let shown = log.iter().find(|r| r.status == Some(429))?.quota.clone()?;
+        let shown = log.iter().find(|r| r.status == Some(429))?.quota?;
         first.quota().filter(|q| q.remaining == shown.remaining)
     };
     while heard(&sandbox.request_log()).is_none() {
