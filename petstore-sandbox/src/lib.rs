@@ -717,6 +717,8 @@ pub struct LoggedRequest {
     /// For a 429 (real or injected), until when, on tokio's clock, its `Retry-After` told the
     /// client to wait: the wait no request of the key may be sent into.
     pub told_to_wait_until: Option<Instant>,
+    /// Whether an injected fault answered it: the limiter had admitted and counted it first.
+    pub injected: bool,
     /// When its answer left (after any injected latency), on tokio's clock; `None` when the
     /// connection was dropped without one.
     pub answered_at: Option<Instant>,

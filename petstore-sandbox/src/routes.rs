@@ -172,6 +172,7 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
             backend,
             during_cooldown: false,
             told_to_wait_until: None,
+            injected: false,
             answered_at: None,
             quota: None,
             left: None,
@@ -291,6 +292,7 @@ async fn admit(
     let Some(fault) = failure else {
         return with_quota(next.run(request).await, headers, shared, entry);
     };
+    entry.injected = true;
     if let (Some(wait), Some(key)) = (fault.kind.cooldown(), key) {
         // An injected 429 acts like a real one: the key must wait.
         lock(&shared.limiter).cool_down(key, wait);
@@ -611,7 +613,7 @@ pub(super) fn for_connection(router: &Router, kill: Arc<Notify>) -> Router {
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use crate::{Plan, QuotaFields, Sandbox, ShownQuota};
+    use crate::{Fault, Plan, QuotaFields, Sandbox, ShownQuota};
 
     /// Two list requests on a plan of one a minute: the head of each answer, lowercased.
     async fn two_answers(fields: QuotaFields) -> (Vec<String>, Sandbox) {
@@ -625,23 +627,55 @@ mod tests {
             .start()
             .await
             .expect("the sandbox starts");
+        let mut heads = Vec::new();
+        for _ in 0..2 {
+            heads.push(list_head(&sandbox, "one-a-minute").await);
+        }
+        (heads, sandbox)
+    }
+
+    /// The head of the answer to a list request with `key`, lowercased.
+    async fn list_head(sandbox: &Sandbox, key: &str) -> String {
         let addr = sandbox
             .base_url()
             .socket_addrs(|| None)
             .expect("an address")[0];
-        let mut heads = Vec::new();
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("a connection");
+        let request = format!(
+            "GET /v1/pets HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.expect("sent");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+        head.to_ascii_lowercase()
+    }
+
+    #[tokio::test]
+    async fn the_log_tells_an_injected_429_from_the_limiters_own() {
+        let plan = Plan::Enterprise {
+            per_minute: 5,
+            per_day: 1_000,
+        };
+        let sandbox = Sandbox::builder()
+            .key("five-a-minute", plan)
+            .start()
+            .await
+            .expect("the sandbox starts");
+        sandbox.inject(Fault::status(429).retry_after(30).times(1));
         for _ in 0..2 {
-            let mut stream = tokio::net::TcpStream::connect(addr)
-                .await
-                .expect("a connection");
-            let request = "GET /v1/pets HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer one-a-minute\r\nConnection: close\r\n\r\n";
-            stream.write_all(request.as_bytes()).await.expect("sent");
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.expect("read");
-            let head = answer.split("\r\n\r\n").next().unwrap_or_default();
-            heads.push(head.to_ascii_lowercase());
+            list_head(&sandbox, "five-a-minute").await;
         }
-        (heads, sandbox)
+        let seen: Vec<(Option<u16>, bool, Option<u64>)> = (sandbox.request_log().iter())
+            .map(|request| (request.status, request.injected, request.left))
+            .collect();
+        // The injected 429 was counted, and its wait refused the next request.
+        assert_eq!(
+            seen,
+            [(Some(429), true, Some(4)), (Some(429), false, Some(4))]
+        );
     }
 
     fn has_quota(head: &str) -> bool {

@@ -77,8 +77,7 @@ fn day_budget(cell: &Cell) -> u64 {
 
 /// Requests the limiter counted (all but its own 429s) that arrived in `[from, to)`, unix
 /// seconds on its clock, and that `also` picks, answered or not (a call cancelled while its
-/// request was under way). A limiter's 429 is one during a wait, or one that found nothing
-/// left (an injected 429 that took the last request passes for one).
+/// request was under way). An injected fault's answer was counted before it was drawn.
 fn counted_between(
     run: &[LoggedRequest],
     from: u64,
@@ -86,9 +85,7 @@ fn counted_between(
     also: impl Fn(&LoggedRequest) -> bool,
 ) -> u64 {
     let window = Duration::from_secs(from)..Duration::from_secs(to);
-    let refused = |r: &LoggedRequest| {
-        r.told_to_wait_until.is_some() && (r.during_cooldown || r.left == Some(0))
-    };
+    let refused = |r: &LoggedRequest| r.told_to_wait_until.is_some() && !r.injected;
     run.iter()
         .filter(|r| r.left.is_some() && !refused(r) && also(r))
         .filter(|r| {

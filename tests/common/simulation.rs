@@ -586,7 +586,7 @@ fn most_429s(cell: &Cell) -> usize {
     };
     // Without the budget in the answers, a probe after each `Retry-After` (a second at least)
     // can take the one request a spent sliding window freed, and the next request meets a 429.
-    let freed = if cell.window_kind == WindowKind::Sliding && cell.headerless() {
+    let freed = if cell.window_kind == WindowKind::Sliding && budget_untold(cell) {
         processes * (limit as usize).min(cell.minute as usize)
     } else {
         0
@@ -598,6 +598,16 @@ fn most_429s(cell: &Cell) -> usize {
         0
     };
     processes * (1 + on_the_wire) + injected * (1 + processes) + racing + freed + stepped
+}
+
+/// Whether no answer tells the budget: none shows it before a 429, or every one shows it in
+/// numbers no one can read (a repeated or negative `X-RateLimit-Remaining`).
+fn budget_untold(cell: &Cell) -> bool {
+    cell.headerless()
+        || matches!(
+            cell.quota_fields,
+            QuotaFields::RepeatedRemaining | QuotaFields::NegativeRemaining
+        )
 }
 
 /// The processes spending the key (an earlier run aside).
