@@ -27,6 +27,7 @@ mod store;
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 pub(crate) use lock::lock;
@@ -75,6 +76,8 @@ pub(crate) struct Shared {
     line: Line,
     /// Wakes the first held request when a response changes what is known.
     changed: Notify,
+    /// Wakes a first admission waiting to hear how many instances listen on the key.
+    counted: Notify,
     clock: Clock,
 }
 
@@ -102,6 +105,7 @@ impl Shared {
             state: Mutex::default(),
             line: Line::new(),
             changed: Notify::new(),
+            counted: Notify::new(),
             clock: Clock::new(),
         }
     }
@@ -180,6 +184,8 @@ struct StoreLink {
     name: String,
     /// Hears the quiets other instances report, from the first call on (it needs a runtime).
     listening: Once,
+    /// A call has waited to hear how many instances listen ([`RateLimiter::hear_the_fleet`]).
+    counted_once: AtomicBool,
     /// Without the `redis` feature no link can be made, and no code for one is built.
     present: Present,
 }
@@ -221,7 +227,11 @@ impl StoreLink {
                 };
                 match told {
                     Told::Quiet(wait) => shared.heard_quiet(wait, &store, &name),
-                    Told::Listeners(listeners) => shared.lock().store.listeners = listeners,
+                    Told::Listeners(listeners) => {
+                        shared.lock().store.listeners = listeners;
+                        shared.counted.notify_waiters();
+                    }
+                    Told::Uncounted => shared.counted.notify_waiters(),
                     Told::Nothing => {}
                 }
                 true
@@ -270,6 +280,7 @@ impl RateLimiter {
             present: store.present,
             store,
             listening: Once::new(),
+            counted_once: AtomicBool::new(false),
         });
         Self {
             shared,
@@ -323,6 +334,7 @@ impl RateLimiter {
     ) -> Result<(Permit<'_>, Waited), Held> {
         if let Some(link) = &self.store {
             link.listen(&self.shared);
+            self.hear_the_fleet(link).await;
         }
         let mut logged = None;
         let mut holds = Holds::default();
@@ -351,6 +363,23 @@ impl RateLimiter {
                 return Ok((permit, holds.end(now)));
             }
         }
+    }
+
+    /// On the first call, waits, at most the store's timeout, until the store has said how
+    /// many instances listen on the key, or that it cannot: a state the store loses as soon as
+    /// it writes it counts no one, and a fleet starting at once would otherwise spend a window
+    /// as if each instance were alone.
+    async fn hear_the_fleet(&self, link: &StoreLink) {
+        if link.counted_once.load(Ordering::Relaxed) {
+            return;
+        }
+        let counted = self.shared.counted.notified();
+        let mut counted = pin!(counted);
+        counted.as_mut().enable();
+        if self.shared.lock().store.listeners == 0 {
+            let _ = tokio::time::timeout(link.store.timeout(), counted).await;
+        }
+        link.counted_once.store(true, Ordering::Relaxed);
     }
 
     /// [`admit`](Self::admit) by this process's own discipline: the permit, and what to ask

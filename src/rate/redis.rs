@@ -35,6 +35,10 @@ const PREFIX: &str = "petstore-client:v1:";
 /// this only ends what the caller gave up on.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How soon the instances listening on a key are counted again after the first count; the
+/// wait doubles up to [`RETRY_EVERY`].
+const FIRST_RECOUNT: Duration = Duration::from_millis(100);
+
 /// Where the shared state's Redis is.
 pub(crate) enum Topology {
     /// One server, over TCP, TLS or a Unix socket.
@@ -87,8 +91,9 @@ impl Topology {
     }
 
     /// Passes each quiet published on `channel` to `heard` until it is no longer wanted, and
-    /// how many listen on it, at once and every [`RETRY_EVERY`] however many quiets come; a
-    /// failed subscription is made again a second later.
+    /// how many listen on it, at once, then after [`FIRST_RECOUNT`] and twice as long each
+    /// time up to every [`RETRY_EVERY`], however many quiets come; a failed subscription says
+    /// so, and is made again a second later.
     async fn listen(self: Arc<Self>, channel: String, heard: Heard) {
         while heard(Told::Nothing) {
             if let Ok(Ok(Some(client))) =
@@ -103,8 +108,11 @@ impl Topology {
                 if let Ok(Ok((mut messages, mut counter))) =
                     tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
                 {
-                    // Due at once: a deadline past asks as soon as no quiet is waiting.
+                    // Due at once: a deadline past asks as soon as no quiet is waiting. The
+                    // count is asked again soon, then less and less often, as a fleet that
+                    // starts at once subscribes over its first second.
                     let mut count_at = Instant::now();
+                    let mut count_every = FIRST_RECOUNT;
                     loop {
                         let told = match tokio::time::timeout_at(count_at, messages.next()).await {
                             Ok(Some(message)) => match message.get_payload::<u64>() {
@@ -113,7 +121,8 @@ impl Topology {
                             },
                             Ok(None) => break,
                             Err(_) => {
-                                count_at = Instant::now() + RETRY_EVERY;
+                                count_at = Instant::now() + count_every;
+                                count_every = (count_every * 2).min(RETRY_EVERY);
                                 listeners(&mut counter, &channel).await
                             }
                         };
@@ -122,6 +131,9 @@ impl Topology {
                         }
                     }
                 }
+            }
+            if !heard(Told::Uncounted) {
+                return;
             }
             tokio::time::sleep(RETRY_EVERY).await;
         }

@@ -461,6 +461,8 @@ pub(crate) enum Told {
     /// This many instances hear the key's quiets: the fleet's size, kept through a loss of the
     /// state and an outage of the store.
     Listeners(u64),
+    /// The store cannot count them now (it does not subscribe, or did not answer).
+    Uncounted,
     /// Nothing: whether it is still wanted.
     Nothing,
 }
