@@ -314,7 +314,7 @@ impl RateLimiter {
         let _turn = shared.line.try_join()?;
         let now = Instant::now();
         let mut state = shared.lock();
-        let Decision::Go { probe } = state.decide(self.pacing, now) else {
+        let Decision::Go { probe } = state.decide(self.pacing, now, false) else {
             return None;
         };
         state.front_waiting = false;
@@ -409,7 +409,7 @@ impl RateLimiter {
         {
             let now = Instant::now();
             let mut state = shared.lock();
-            if let Decision::Go { probe } = state.decide(self.pacing, now) {
+            if let Decision::Go { probe } = state.decide(self.pacing, now, self.store.is_some()) {
                 holds.at(now, None);
                 state.front_waiting = false;
                 return Ok(self.admitted(&mut state, now, probe));
@@ -421,7 +421,7 @@ impl RateLimiter {
             let now = Instant::now();
             let decision = {
                 let mut state = shared.lock();
-                let decision = state.decide(self.pacing, now);
+                let decision = state.decide(self.pacing, now, self.store.is_some());
                 holds.at(now, held_by(decision, state.store.remote));
                 // Responses wake the first in line only while it waits.
                 state.front_waiting = !matches!(decision, Decision::Go { .. });
@@ -595,7 +595,11 @@ impl RateLimiter {
                     }
                     (Some(permit), answered)
                 }
-                Some(Verdict::Hold(wait, hold)) => {
+                Some(Verdict::Hold(wait, hold, spent)) => {
+                    if let Some(spent) = spent {
+                        let ends = clock::after(spent.ends_in);
+                        (state.store.periods).saw(spent.limit, spent.period, ends);
+                    }
                     // A lease is void while the fleet holds: its requests go back.
                     link.give_back(state.store.lease.as_mut().and_then(Lease::end));
                     // Another instance's probe normally answers within milliseconds.
@@ -791,23 +795,29 @@ pub(crate) struct Held {
 }
 
 impl State {
-    fn decide(&self, pacing: Pacing, now: Instant) -> Decision {
+    /// Whether a request may go at `now`; `shared_state`: the client has a fleet's store.
+    fn decide(&mut self, pacing: Pacing, now: Instant, shared_state: bool) -> Decision {
+        // A store that counts every instance ([`Exchange::exact`]) leaves none to count;
+        // otherwise, as without one, this process counts the others itself, as at least the
+        // instances the store last said listen.
+        let (exact, metered) = (self.store.exact(now), pacing != Pacing::Off);
+        let instances = if exact {
+            1.0
+        } else {
+            self.budgets.instances().max(self.store.listeners as f64)
+        };
         let view = View {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            // A store that counts every instance ([`Exchange::exact`]) leaves none to count;
-            // otherwise, as without one, this process counts the others itself, as at least
-            // the instances the store last said listen.
-            instances: if self.store.exact(now) {
-                1.0
-            } else {
-                self.budgets.instances().max(self.store.listeners as f64)
-            },
+            instances,
             wire: self.wire,
         };
         match (pacer::decide(&view, pacing, now), self.store.asking_again) {
             (Decision::Go { .. }, Some(hold)) => Decision::ForResponse(hold),
+            (Decision::Go { probe: true }, None) if shared_state && !exact && metered => {
+                self.store.periods.draw(instances, now)
+            }
             (decision, _) => decision,
         }
     }
@@ -1171,6 +1181,7 @@ impl<'a> Permit<'a> {
             link.give_back(lease.and_then(Lease::end));
         }
         if self.fleet.link.is_some() && reset_at > at {
+            (state.store.periods).saw(quota.limit, quota.reset.timestamp(), reset_at);
             let window = WindowReport {
                 limit: quota.limit,
                 remaining: quota.remaining,

@@ -59,7 +59,9 @@
 -- probe of a state this instance saw and Redis lost or rolled back (seq: the admission number),
 -- {1, ms} hold
 -- for the cooldown,
--- {2, ms} hold while another instance probes, {3, ms} hold until a spent window ends.
+-- {2, ms} hold while another instance probes, {3, ms, limit, ends, period} hold until a spent
+-- window ends (its limit, ms until its period ends, and the period: what each instance keeps
+-- of the fleet's window, to share its periods out should the state be lost).
 -- Asked for more than one request, a go is {0, probe, first, granted, ms, last, period...}:
 -- admissions first to first + granted - 1 (this request and a lease of the rest), to be spent
 -- within ms, taken from the windows of the periods listed, the last of which ends in last ms.
@@ -260,10 +262,13 @@ local verdict = { 0, 0 }
 if ARGV[1] == 'admit' then
   local metered = ARGV[2] == '1'
   local unknown = half == 1 or (metered and (not resolved or #windows == 0))
-  local spent_until = 0
+  local spent_until, spent = 0, nil
   if metered then
     for _, w in ipairs(windows) do
       if w.left <= 0 then
+        if not spent or w.ends > spent.ends then
+          spent = w
+        end
         -- While leases of it are out, and for as long again after the last ends, what they do
         -- not spend may come back from their holders: asked again every fifth of that time.
         local ends, horizon = w.ends, clamp(ARGV[7], 0, YEAR)
@@ -277,7 +282,7 @@ if ARGV[1] == 'admit' then
   if cool > now then
     verdict = { 1, cool - now }
   elseif spent_until > 0 then
-    verdict = { 3, spent_until - now }
+    verdict = { 3, spent_until - now, spent.limit, spent.ends - now, spent.period }
   elseif unknown and probe > now then
     verdict = { 2, probe - now }
   else

@@ -22,8 +22,8 @@ use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock::lock;
 use super::pacer::Hold;
 use super::store::{
-    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Store, Told,
-    Verdict,
+    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Spent, Store,
+    Told, Verdict,
 };
 
 /// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
@@ -434,9 +434,18 @@ impl Store for RedisStore {
         Box::pin(async move {
             let reply = self.run(name, "admit", admission).await?;
             let unexpected = || format!("unexpected reply from the script: {reply:?}");
+            let mut spent = None;
             let (verdict, n, admitted, lease) = match *reply.as_slice() {
                 [verdict, n] => (verdict, n, 0, None),
                 [verdict, n, admitted] => (verdict, n, admitted, None),
+                [verdict @ 3, n, limit, ends_in, period] => {
+                    spent = Some(Spent {
+                        limit: count(limit),
+                        ends_in: Duration::from_millis(count(ends_in)),
+                        period,
+                    });
+                    (verdict, n, 0, None)
+                }
                 [verdict, n, admitted, units, lasts, last, ref periods @ ..] => {
                     let grant = Grant {
                         units: count(units),
@@ -456,9 +465,9 @@ impl Store for RedisStore {
                     admitted: count(admitted),
                     lease,
                 },
-                1 => Verdict::Hold(wait, Hold::Cooldown),
-                2 => Verdict::Hold(wait, Hold::Probe),
-                3 => Verdict::Hold(wait, Hold::Spent),
+                1 => Verdict::Hold(wait, Hold::Cooldown, None),
+                2 => Verdict::Hold(wait, Hold::Probe, None),
+                3 => Verdict::Hold(wait, Hold::Spent, spent),
                 _ => return Err(unexpected()),
             })
         })

@@ -22,7 +22,7 @@ use url::Url;
 
 use super::lease::{Grant, Lease, Return};
 use super::lock::lock;
-use super::pacer::Hold;
+use super::pacer::{Decision, Hold};
 use crate::clock;
 
 /// How long a store may take to answer, unless its owner sets another.
@@ -79,8 +79,17 @@ pub(crate) enum Verdict {
         admitted: u64,
         lease: Option<Grant>,
     },
-    /// Hold it this long, for this reason.
-    Hold(Duration, Hold),
+    /// Hold it this long, for this reason; held by a spent window, that window.
+    Hold(Duration, Hold, Option<Spent>),
+}
+
+/// A spent window of the fleet's, as the store told it: its limit, how long until its period
+/// ends, and the period (the service's reset, unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spent {
+    pub(crate) limit: u64,
+    pub(crate) ends_in: Duration,
+    pub(crate) period: i64,
 }
 
 impl Verdict {
@@ -121,6 +130,72 @@ pub(crate) struct Exchange {
     /// A request asks the store for a lease: the others ask for themselves meanwhile, so
     /// that no two leases are out at once.
     pub(crate) leasing: bool,
+    /// The fleet's window as answers and the store showed it, kept through a loss of the state.
+    pub(crate) periods: Periods,
+}
+
+/// The periods of the fleet's window, as this instance saw them end: rule N shares their
+/// probes out while the store does not count the fleet.
+#[derive(Debug, Default)]
+pub(crate) struct Periods {
+    limit: u64,
+    /// The latest period seen (the service's reset, unix seconds), and when it ends.
+    latest: Option<(i64, Instant)>,
+    /// The least step seen between two periods, two seconds at least (a reset given in
+    /// seconds from now moves by one within a period): the window's length, or a multiple.
+    length: Option<Duration>,
+    /// The end of the period last drawn for, and whether this instance sits it out.
+    drawn: Option<(Instant, bool)>,
+}
+
+impl Periods {
+    /// The `period` of the window that allows `limit` ends at `ends`.
+    pub(crate) fn saw(&mut self, limit: u64, period: i64, ends: Instant) {
+        if let Some((latest, _)) = self.latest {
+            let step = period.saturating_sub(latest);
+            if step < 2 {
+                return;
+            }
+            let length = Duration::from_secs(step.unsigned_abs());
+            self.length = Some(self.length.map_or(length, |least| least.min(length)));
+        }
+        self.limit = limit;
+        self.latest = Some((period, ends));
+    }
+
+    /// Rule N: the probes of a period, made by instances that do not hear each other's
+    /// answers, are about as many as its limit allows: this instance, one of `instances`,
+    /// probes a period that began by `now` with the chance `limit ÷ instances`, drawn once a
+    /// period, and otherwise sits it out, reopening a second after it ends, as with others seen.
+    pub(crate) fn draw(&mut self, instances: f64, now: Instant) -> Decision {
+        const GO: Decision = Decision::Go { probe: true };
+        let reopens = |end: Instant| clock::after_from(end, Duration::from_secs(1));
+        match self.drawn {
+            Some((end, true)) if reopens(end) > now => {
+                return Decision::Until(reopens(end), Hold::Pace);
+            }
+            Some((end, false)) if end > now => return GO,
+            _ => {}
+        }
+        let (Some((_, ends)), Some(length)) = (self.latest, self.length) else {
+            return GO;
+        };
+        let Some(over) = now.checked_duration_since(ends) else {
+            return GO;
+        };
+        let periods = over.as_nanos() / length.as_nanos() + 1;
+        let end = clock::after_from(
+            ends,
+            length.saturating_mul(u32::try_from(periods).unwrap_or(u32::MAX)),
+        );
+        let sits_out = fastrand::f64() * instances >= self.limit as f64;
+        self.drawn = Some((end, sits_out));
+        if sits_out {
+            Decision::Until(reopens(end), Hold::Pace)
+        } else {
+            GO
+        }
+    }
 }
 
 /// How long after the store last lost the state this process's own discipline counts the
@@ -766,6 +841,84 @@ impl SharedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_windows_length_is_the_least_step_between_two_of_its_periods_two_seconds_or_more() {
+        let t0 = Instant::now();
+        let mut periods = Periods::default();
+        periods.saw(5, 1_009, t0 + SECOND * 9);
+        assert_eq!(periods.length, None, "one period tells no length");
+        periods.saw(5, 1_010, t0 + SECOND * 10);
+        assert_eq!(
+            periods.length, None,
+            "a reset a second later is the same period's"
+        );
+        periods.saw(5, 1_015, t0 + SECOND * 15);
+        assert_eq!(periods.length, Some(SECOND * 6), "two periods apart");
+        periods.saw(5, 1_018, t0 + SECOND * 18);
+        assert_eq!(periods.length, Some(SECOND * 3));
+        periods.saw(5, 1_012, t0 + SECOND * 12);
+        assert_eq!(
+            periods.latest,
+            Some((1_018, t0 + SECOND * 18)),
+            "an earlier period changes nothing"
+        );
+    }
+
+    #[test]
+    fn rule_n_probes_a_period_with_the_chance_its_limit_over_the_instances_once_a_period() {
+        fastrand::seed(7);
+        let t0 = Instant::now();
+        let seen = || {
+            let mut periods = Periods::default();
+            periods.saw(5, 1_003, t0 + SECOND * 3);
+            periods.saw(5, 1_006, t0 + SECOND * 6);
+            periods
+        };
+        assert_eq!(
+            Periods::default().draw(40.0, t0),
+            Decision::Go { probe: true },
+            "expected an instance that saw no length to probe, as without the rule"
+        );
+        // The period from 6 s to 9 s, a second and a half in.
+        let now = t0 + Duration::from_millis(7_500);
+        let mut probes = 0;
+        for _ in 0..4_000 {
+            let mut periods = seen();
+            let first = periods.draw(40.0, now);
+            assert_eq!(
+                periods.draw(40.0, now + SECOND),
+                first,
+                "expected one draw for the period"
+            );
+            // The next period, from 9 s to 12 s, is drawn for afresh once this one's draw is
+            // over: at its end for a probe, a second later for an instance that sat it out.
+            periods.draw(40.0, t0 + SECOND * 10);
+            assert_eq!(periods.drawn.map(|(end, _)| end), Some(t0 + SECOND * 12));
+            match first {
+                Decision::Go { probe: true } => probes += 1,
+                Decision::Until(until, Hold::Pace) => assert_eq!(
+                    until,
+                    t0 + SECOND * 10,
+                    "expected the period sat out until a second after it ends"
+                ),
+                other => panic!("expected a probe or the period sat out, got {other:?}"),
+            }
+        }
+        // 5 of 40: 500 of 4,000 expected.
+        assert!(
+            (400..=600).contains(&probes),
+            "expected about 500 of 4,000 instances to probe the period, got {probes}"
+        );
+        let mut periods = seen();
+        assert_eq!(
+            periods.draw(4.0, now),
+            Decision::Go { probe: true },
+            "expected fewer instances than the limit all to probe"
+        );
+    }
 
     fn report(remaining: u64, admitted: u64) -> WindowReport {
         WindowReport {

@@ -231,6 +231,37 @@ async fn four_instances_go_on_safely_when_redis_restarts_empty() {
     assert_fault_safe("4 instances, Redis restarted empty", &run);
 }
 
+/// Redis killed for good under 40 instances sharing 5 requests a 2 s window: each instance goes
+/// on under its own discipline, counting the 40 that Redis last said listen. Whole-space Redis
+/// worlds of 34 to 48 instances were banned this way (seed 76: 32 requests inside one wait,
+/// from 32 instances): every instance with a call waiting probed each new period at once.
+/// Each now probes a period with the chance the window's limit over the instances counted, as
+/// the store's spent holds and its own answers showed the window before Redis went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forty_instances_share_out_each_periods_probes_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let sandbox = sandbox(5, 1_000_000, Duration::from_secs(86_400)).await;
+    let clients: Vec<_> = (0..40).map(|i| instance(&sandbox, i, &url)).collect();
+    let start = Instant::now();
+    // Three windows with Redis, for every instance to see two periods end; five without.
+    let kill = async {
+        tokio::time::sleep_until(start + WINDOW * 3).await;
+        redis.kill();
+    };
+    let (calls, ()) = tokio::join!(hammer(&clients, start + WINDOW * 8), kill);
+    let run = Run {
+        calls,
+        log: sandbox.request_log(),
+        bans: sandbox.stats().bans(),
+        events: vec![start, start + WINDOW * 3],
+    };
+    assert_fault_safe(
+        "40 instances, 5 a window, Redis killed after three windows",
+        &run,
+    );
+}
+
 /// Redis 50 to 300 ms away each way, most round trips past the 250 ms timeout, for
 /// the whole run (one fault event). Replies from Redis come back 50 to 300 ms apart, so a
 /// request admitted before another can reach the service after it: a new window period, opened

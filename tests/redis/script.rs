@@ -189,7 +189,19 @@ async fn one_probe_finds_out_a_window_then_admissions_spend_it_until_it_is_spent
         [0, 0, 3],
         "expected admission 3 to go"
     );
-    held(&state.admit(&[]).await, 3, 10_000);
+    // The hold tells the spent window, for the instances to keep should the state be lost: its
+    // limit, ms until its period ends, and the period.
+    let spent = state.admit(&[]).await;
+    held(&spent, 3, 10_000);
+    assert_eq!(
+        (spent.len(), spent[2], spent[4]),
+        (5, 60, 1_000),
+        "expected the spent window's limit and period with the hold, the reply was {spent:?}"
+    );
+    assert!(
+        (spent[3] - 10_000).abs() <= 100,
+        "expected the period to end in 10 s ± 100 ms, the reply was {spent:?}"
+    );
     // A higher report of the same period gives nothing back.
     state.report("", &[(60, 40, 1_000, 10_000, 3)]).await;
     held(&state.admit(&[]).await, 3, 10_000);
