@@ -344,6 +344,20 @@ fn a_world_replays_exactly_soak_seed_6466() {
     assert_eq!(format!("{first:?}"), format!("{again:?}"));
 }
 
+/// Seed 1 ran otherwise when replayed, as did every world where an instance names the service
+/// `localhost`: the system's resolver answered on a blocking thread, in real time that the
+/// paused clock skipped through by a different amount each run.
+#[test]
+fn a_world_with_two_host_names_replays_exactly_seed_1() {
+    let cell = world(1);
+    assert!(
+        cell.two_hosts,
+        "expected seed 1 to name the service two ways"
+    );
+    let (first, again) = (run(&cell), run(&cell));
+    assert_eq!(format!("{first:?}"), format!("{again:?}"));
+}
+
 /// The least share of the first [`DEFAULT_WORLDS`] worlds held to a goodput floor above zero.
 /// The rest are held to safety alone: fleets past the contract (more than 9 independent
 /// instances, drawn in 15% of independent worlds; more than one without quota headers) and

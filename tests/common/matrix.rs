@@ -1091,8 +1091,12 @@ pub async fn run(cell: &Cell) -> Figures {
     // One HTTP client for every instance: building one loads the system's root certificates
     // (through OpenSSL with `native-tls`), which took half the explorer's time, and the
     // connection pool plays no part in the rate discipline.
+    // `localhost` resolved here, not by the system's resolver on a blocking thread, whose
+    // real time the paused clock would skip through by a different amount each run.
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let http = petstore_client::reqwest::Client::builder()
         .redirect(petstore_client::reqwest::redirect::Policy::none())
+        .resolve("localhost", loopback)
         .build()
         .expect("an HTTP client");
     spend_as_an_earlier_run(cell, &sandbox, &http, KEY).await;
