@@ -18,8 +18,7 @@ use crate::headers::{Quiet, QuotaReading};
 pub(crate) struct Gate {
     until: Option<Instant>,
     /// Responses in a row that asked for quiet: each closes the gate for longer, so that a
-    /// service answering `Retry-After: 0` to every request is still backed off from. One that
-    /// asks at least the backoff sets the pace itself, and the count starts again from it.
+    /// service answering `Retry-After: 0` to every request is still backed off from.
     strikes: u32,
     /// The gate has closed and no response since has said the service is answering normally.
     half_open: bool,
@@ -53,11 +52,7 @@ impl Gate {
         };
         let wait = quiet.wait().max(backoff(strikes));
         if fresh {
-            self.strikes = if quiet.wait() >= backoff(strikes) {
-                1
-            } else {
-                self.strikes.saturating_add(1)
-            };
+            self.strikes = self.strikes.saturating_add(1);
             self.generation += 1;
             self.contested = false;
         }
@@ -253,46 +248,6 @@ mod tests {
             gate.closed_until(later),
             Some(later + Duration::from_millis(500)),
             "expected the backoff to start over after the gate opened"
-        );
-    }
-
-    /// Soak seed 67028: a day's 429 of 39 s came between injected 503s of 1.5 s, and the
-    /// strikes before it ran on through it: each 503 after it backed off 8 s, and the calls
-    /// outlived the run.
-    #[test]
-    fn a_quiet_that_asks_at_least_the_backoff_starts_the_count_again() {
-        let t0 = Instant::now();
-        let mut gate = Gate::default();
-        for _ in 0..3 {
-            gate.close(
-                t0,
-                Quiet::RateLimited(Duration::ZERO),
-                gate.generation(),
-                &backoff,
-            );
-        }
-        let later = t0 + Duration::from_secs(10);
-        gate.close(
-            later,
-            Quiet::RateLimited(Duration::from_secs(39)),
-            gate.generation(),
-            &backoff,
-        );
-        assert_eq!(
-            gate.closed_until(later),
-            Some(later + Duration::from_secs(39))
-        );
-        let after = later + Duration::from_secs(40);
-        gate.close(
-            after,
-            Quiet::Unavailable(Duration::from_millis(1_500)),
-            gate.generation(),
-            &backoff,
-        );
-        assert_eq!(
-            gate.closed_until(after),
-            Some(after + Duration::from_millis(1_500)),
-            "expected the 503 after a 39 s wait to back off as the second strike (1 s), not the fifth (8 s)"
         );
     }
 
