@@ -546,6 +546,7 @@ impl RateLimiter {
             .admit(&link.name, ask.metered, ask.seen, ask.want)
             .await;
         let shared = permit.shared;
+        let mut probe_over = false;
         let (permit, wake) = {
             let mut state = shared.lock();
             state.store.live = verdict.is_some();
@@ -565,13 +566,21 @@ impl RateLimiter {
                     if lost {
                         state.store.lost(asked);
                     }
-                    // The first admission of a state it did not hold: it may have been lost
-                    // before this instance saw it, until a later admission finds it kept.
-                    state.store.unconfirmed = admitted == 1;
-                    permit.fleet.probe = probe;
-                    permit.fleet.admitted = admitted;
-                    self.take_lease(&mut state, link, lease, admitted, ask.metered, asked);
-                    (Some(permit), answered)
+                    // A loss this instance did not know of: a Redis that evicts the state loses
+                    // it for every instance at once, and each probes only as rule N draws it. One
+                    // that sits out tells the store its probe is over, so that another probes.
+                    if lost && ask.exact && !state.draws_a_probe(Instant::now()) {
+                        probe_over = true;
+                        (None, answered | permit.release(&mut state))
+                    } else {
+                        // The first admission of a state it did not hold: it may have been lost
+                        // before this instance saw it, until a later admission finds it kept.
+                        state.store.unconfirmed = admitted == 1;
+                        permit.fleet.probe = probe;
+                        permit.fleet.admitted = admitted;
+                        self.take_lease(&mut state, link, lease, admitted, ask.metered, asked);
+                        (Some(permit), answered)
+                    }
                 }
                 // Not sent: the call waits out the quiet in line like the others; what it
                 // leased goes back.
@@ -597,8 +606,9 @@ impl RateLimiter {
                 }
                 Some(Verdict::Hold(wait, hold, spent)) => {
                     if let Some(spent) = spent {
-                        let ends = clock::after(spent.ends_in);
-                        (state.store.periods).saw(spent.limit, spent.period, ends);
+                        let now = Instant::now();
+                        let ends = clock::after_from(now, spent.ends_in);
+                        (state.store.periods).saw(spent.limit, spent.period, ends, now);
                     }
                     // A lease is void while the fleet holds: its requests go back.
                     link.give_back(state.store.lease.as_mut().and_then(Lease::end));
@@ -614,6 +624,10 @@ impl RateLimiter {
             }
         };
         shared.wake(wake);
+        if probe_over {
+            let (store, name) = (Arc::clone(&link.store), link.name.clone());
+            tokio::spawn(async move { store.report(&name, &[], Outcome::Normal).await });
+        }
         permit
     }
 
@@ -801,11 +815,7 @@ impl State {
         // otherwise, as without one, this process counts the others itself, as at least the
         // instances the store last said listen.
         let (exact, metered) = (self.store.exact(now), pacing != Pacing::Off);
-        let instances = if exact {
-            1.0
-        } else {
-            self.budgets.instances().max(self.store.listeners as f64)
-        };
+        let instances = if exact { 1.0 } else { self.uncounted() };
         let view = View {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
@@ -820,6 +830,18 @@ impl State {
             }
             (decision, _) => decision,
         }
+    }
+
+    /// The instances this process counts on the key itself: at least as many as the store
+    /// last said listen.
+    fn uncounted(&self) -> f64 {
+        self.budgets.instances().max(self.store.listeners as f64)
+    }
+
+    /// Whether rule N draws this instance to probe the period at `now`.
+    fn draws_a_probe(&mut self, now: Instant) -> bool {
+        let instances = self.uncounted();
+        self.store.periods.draw(instances, now) == Decision::Go { probe: true }
     }
 
     /// Warns once when others are seen spending the key beside a process paced as its only
@@ -1181,7 +1203,7 @@ impl<'a> Permit<'a> {
             link.give_back(lease.and_then(Lease::end));
         }
         if self.fleet.link.is_some() && reset_at > at {
-            (state.store.periods).saw(quota.limit, quota.reset.timestamp(), reset_at);
+            (state.store.periods).saw(quota.limit, quota.reset.timestamp(), reset_at, at);
             let window = WindowReport {
                 limit: quota.limit,
                 remaining: quota.remaining,

@@ -139,8 +139,9 @@ pub(crate) struct Exchange {
 #[derive(Debug, Default)]
 pub(crate) struct Periods {
     limit: u64,
-    /// The latest period seen (the service's reset, unix seconds), and when it ends.
-    latest: Option<(i64, Instant)>,
+    /// The latest period seen (the service's reset, unix seconds), when it ends, and when this
+    /// instance first saw it: the window is at least as long as it was seen.
+    latest: Option<(i64, Instant, Instant)>,
     /// The least step seen between two periods, two seconds at least (a reset given in
     /// seconds from now moves by one within a period): the window's length, or a multiple.
     length: Option<Duration>,
@@ -149,24 +150,25 @@ pub(crate) struct Periods {
 }
 
 impl Periods {
-    /// The `period` of the window that allows `limit` ends at `ends`.
-    pub(crate) fn saw(&mut self, limit: u64, period: i64, ends: Instant) {
-        if let Some((latest, _)) = self.latest {
+    /// The `period` of the window that allows `limit` ends at `ends`, as seen at `at`.
+    pub(crate) fn saw(&mut self, limit: u64, period: i64, ends: Instant, at: Instant) {
+        if let Some((latest, ..)) = self.latest {
             let step = period.saturating_sub(latest);
-            if step < 2 {
+            if step < LEAST_LENGTH.as_secs() as i64 {
                 return;
             }
             let length = Duration::from_secs(step.unsigned_abs());
             self.length = Some(self.length.map_or(length, |least| least.min(length)));
         }
         self.limit = limit;
-        self.latest = Some((period, ends));
+        self.latest = Some((period, ends, at));
     }
 
     /// Rule N: the probes of a period, made by instances that do not hear each other's
     /// answers, are about as many as its limit allows: this instance, one of `instances`,
     /// probes a period that began by `now` with the chance `limit ÷ instances`, drawn once a
     /// period, and otherwise sits it out, reopening a second after it ends, as with others seen.
+    /// Before two periods are seen, the window is taken to be as long as the latest was seen.
     pub(crate) fn draw(&mut self, instances: f64, now: Instant) -> Decision {
         const GO: Decision = Decision::Go { probe: true };
         let reopens = |end: Instant| clock::after_from(end, Duration::from_secs(1));
@@ -177,9 +179,11 @@ impl Periods {
             Some((end, false)) if end > now => return GO,
             _ => {}
         }
-        let (Some((_, ends)), Some(length)) = (self.latest, self.length) else {
+        let Some((_, ends, since)) = self.latest else {
             return GO;
         };
+        let seen_for = ends.saturating_duration_since(since).max(LEAST_LENGTH);
+        let length = self.length.unwrap_or(seen_for);
         let Some(over) = now.checked_duration_since(ends) else {
             return GO;
         };
@@ -197,6 +201,10 @@ impl Periods {
         }
     }
 }
+
+/// The shortest window rule N reckons with: a reset given in seconds from now moves by one
+/// within a period.
+const LEAST_LENGTH: Duration = Duration::from_secs(2);
 
 /// How long after the store last lost the state this process's own discipline counts the
 /// others as if there were no store, and the least time between two log lines of losses.
@@ -848,21 +856,21 @@ mod tests {
     fn a_windows_length_is_the_least_step_between_two_of_its_periods_two_seconds_or_more() {
         let t0 = Instant::now();
         let mut periods = Periods::default();
-        periods.saw(5, 1_009, t0 + SECOND * 9);
+        periods.saw(5, 1_009, t0 + SECOND * 9, t0);
         assert_eq!(periods.length, None, "one period tells no length");
-        periods.saw(5, 1_010, t0 + SECOND * 10);
+        periods.saw(5, 1_010, t0 + SECOND * 10, t0);
         assert_eq!(
             periods.length, None,
             "a reset a second later is the same period's"
         );
-        periods.saw(5, 1_015, t0 + SECOND * 15);
+        periods.saw(5, 1_015, t0 + SECOND * 15, t0);
         assert_eq!(periods.length, Some(SECOND * 6), "two periods apart");
-        periods.saw(5, 1_018, t0 + SECOND * 18);
+        periods.saw(5, 1_018, t0 + SECOND * 18, t0);
         assert_eq!(periods.length, Some(SECOND * 3));
-        periods.saw(5, 1_012, t0 + SECOND * 12);
+        periods.saw(5, 1_012, t0 + SECOND * 12, t0);
         assert_eq!(
             periods.latest,
-            Some((1_018, t0 + SECOND * 18)),
+            Some((1_018, t0 + SECOND * 18, t0)),
             "an earlier period changes nothing"
         );
     }
@@ -873,14 +881,14 @@ mod tests {
         let t0 = Instant::now();
         let seen = || {
             let mut periods = Periods::default();
-            periods.saw(5, 1_003, t0 + SECOND * 3);
-            periods.saw(5, 1_006, t0 + SECOND * 6);
+            periods.saw(5, 1_003, t0 + SECOND * 3, t0);
+            periods.saw(5, 1_006, t0 + SECOND * 6, t0);
             periods
         };
         assert_eq!(
             Periods::default().draw(40.0, t0),
             Decision::Go { probe: true },
-            "expected an instance that saw no length to probe, as without the rule"
+            "expected an instance that saw no period to probe, as without the rule"
         );
         // The period from 6 s to 9 s, a second and a half in.
         let now = t0 + Duration::from_millis(7_500);
@@ -917,6 +925,51 @@ mod tests {
             periods.draw(4.0, now),
             Decision::Go { probe: true },
             "expected fewer instances than the limit all to probe"
+        );
+    }
+
+    /// Whole-space Redis world seed 24: 40 instances, 10 per 3 s window, Redis restarted 2.25 s
+    /// into the run, in the first period: no instance had seen two periods, so every one probed
+    /// the second at once (29 × 429, banned in 2 of 3 runs). Before a second period is seen,
+    /// the window is at least as long as the first was seen.
+    #[test]
+    fn rule_n_draws_before_a_second_period_is_seen_taking_the_window_as_long_as_seen() {
+        fastrand::seed(11);
+        let t0 = Instant::now();
+        let mut probes = 0;
+        for _ in 0..4_000 {
+            let mut periods = Periods::default();
+            // First seen 0.1 s into a period that ends 3 s from the start.
+            periods.saw(10, 1_003, t0 + SECOND * 3, t0 + SECOND / 10);
+            let now = t0 + Duration::from_millis(3_050);
+            match periods.draw(40.0, now) {
+                Decision::Go { probe: true } => probes += 1,
+                Decision::Until(until, Hold::Pace) => assert_eq!(
+                    until,
+                    t0 + Duration::from_millis(6_900),
+                    "expected the next period, as long as the first was seen, sat out until a \
+                     second after it ends"
+                ),
+                other => panic!("expected a probe or the period sat out, got {other:?}"),
+            }
+        }
+        // 10 of 40: 1,000 of 4,000 expected.
+        assert!(
+            (850..=1_150).contains(&probes),
+            "expected about 1,000 of 4,000 instances to probe the period, got {probes}"
+        );
+        let mut periods = Periods::default();
+        periods.saw(
+            10,
+            1_003,
+            t0 + SECOND * 3,
+            t0 + Duration::from_millis(2_900),
+        );
+        periods.draw(40.0, t0 + Duration::from_millis(3_050));
+        assert_eq!(
+            periods.drawn.map(|(end, _)| end),
+            Some(t0 + SECOND * 5),
+            "expected a period seen for less than two seconds taken as two seconds long"
         );
     }
 
