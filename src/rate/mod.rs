@@ -48,7 +48,7 @@ use lease::{Grant, Lease};
 use line::{Line, Turn};
 pub(crate) use pacer::Hold;
 pub use pacer::Pacing;
-use pacer::{CONTRACT_INSTANCES, Decision, View, Wire};
+use pacer::{Decision, View, Wire};
 #[cfg(feature = "redis")]
 pub(crate) use redis::{
     Topology as RedisTopology, cluster_client as redis_cluster_client, store as redis_store,
@@ -63,6 +63,10 @@ const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
 /// At most one hold a key's state logs at INFO in this time: a fleet paced call by call would
 /// otherwise log every call.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
+
+/// Independent instances that the discipline keeps from a ban without shared state, against a
+/// service that bans at the tenth request inside one `Retry-After`.
+const CONTRACT_INSTANCES: f64 = 9.0;
 
 /// One key's rate-limit state, shared by every client that uses it.
 #[derive(Debug)]
@@ -811,7 +815,7 @@ impl State {
         // otherwise, as without one, this process counts the others itself, as at least the
         // instances the store last said listen.
         let (exact, metered) = (self.store.exact(now), pacing != Pacing::Off);
-        let instances = if exact { 1.0 } else { self.uncounted(now) };
+        let instances = if exact { 1.0 } else { self.uncounted() };
         let view = View {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
@@ -828,16 +832,15 @@ impl State {
         }
     }
 
-    /// The instances this process counts on the key itself at `now`: at least as many as the
-    /// store last said listen, or, drawn by rule N to probe the period, as were drawn.
-    fn uncounted(&self, now: Instant) -> f64 {
-        let floor = (self.store.periods.drawn_to_probe(now)).unwrap_or(self.store.listeners as f64);
-        self.budgets.instances().max(floor)
+    /// The instances this process counts on the key itself: at least as many as the store
+    /// last said listen.
+    fn uncounted(&self) -> f64 {
+        self.budgets.instances().max(self.store.listeners as f64)
     }
 
     /// Whether rule N draws this instance to probe the period at `now`.
     fn draws_a_probe(&mut self, now: Instant) -> bool {
-        let instances = self.uncounted(now);
+        let instances = self.uncounted();
         self.store.periods.draw(instances, now) == Decision::Go { probe: true }
     }
 

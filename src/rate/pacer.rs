@@ -57,12 +57,8 @@ const BURST_SHARE: u64 = 9;
 /// given in whole seconds, rounded up.
 const ROUNDING: Duration = Duration::from_secs(1);
 
-/// Independent instances that the discipline keeps from a ban without shared state, against a
-/// service that bans at the tenth request inside one `Retry-After`.
-pub(crate) const CONTRACT_INSTANCES: f64 = 9.0;
-
 /// Rule W: the other instances, unseen, that the contract covers beside this one.
-const UNSEEN: u64 = CONTRACT_INSTANCES as u64 - 1;
+const UNSEEN: u64 = 8;
 
 /// Rule S: the most requests on the wire at once without rate-limit headers is 2 to the
 /// power of the answers in a row less one, and in an assumed window, at most 2 to this: the

@@ -22,7 +22,7 @@ use url::Url;
 
 use super::lease::{Grant, Lease, Return};
 use super::lock::lock;
-use super::pacer::{CONTRACT_INSTANCES, Decision, Hold};
+use super::pacer::{Decision, Hold};
 use crate::clock;
 
 /// How long a store may take to answer, unless its owner sets another.
@@ -147,8 +147,6 @@ pub(crate) struct Periods {
     length: Option<Duration>,
     /// The end of the period last drawn for, and whether this instance sits it out.
     drawn: Option<(Instant, bool)>,
-    /// How many instances were drawn to probe that period, on average.
-    probers: f64,
 }
 
 impl Periods {
@@ -167,10 +165,9 @@ impl Periods {
     }
 
     /// Rule N: the probes of a period, made by instances that do not hear each other's
-    /// answers, are about as many as its limit allows, and past the instances the contract
-    /// covers at most [`PROBERS_PAST_CONTRACT`]: this instance, one of `instances`, probes a
-    /// period that began by `now` with the chance `probers ÷ instances`, drawn once a period,
-    /// and otherwise sits it out, reopening a second after it ends, as with others seen.
+    /// answers, are about as many as its limit allows: this instance, one of `instances`,
+    /// probes a period that began by `now` with the chance `limit ÷ instances`, drawn once a
+    /// period, and otherwise sits it out, reopening a second after it ends, as with others seen.
     /// Before two periods are seen, the window is taken to be as long as the latest was seen.
     pub(crate) fn draw(&mut self, instances: f64, now: Instant) -> Decision {
         const GO: Decision = Decision::Go { probe: true };
@@ -195,13 +192,7 @@ impl Periods {
             ends,
             length.saturating_mul(u32::try_from(periods).unwrap_or(u32::MAX)),
         );
-        let most = if instances > CONTRACT_INSTANCES {
-            PROBERS_PAST_CONTRACT
-        } else {
-            instances
-        };
-        self.probers = (self.limit as f64).min(most);
-        let sits_out = fastrand::f64() * instances >= self.probers;
+        let sits_out = fastrand::f64() * instances >= self.limit as f64;
         self.drawn = Some((end, sits_out));
         if sits_out {
             Decision::Until(reopens(end), Hold::Pace)
@@ -209,21 +200,7 @@ impl Periods {
             GO
         }
     }
-
-    /// How many instances, on average, probe the period this one was drawn to probe at `now`:
-    /// the others sit it out, and it spends its share as one of them.
-    pub(crate) fn drawn_to_probe(&self, now: Instant) -> Option<f64> {
-        match self.drawn {
-            Some((end, false)) if end > now => Some(self.probers),
-            _ => None,
-        }
-    }
 }
-
-/// Rule N: the most instances drawn, on average, to probe a period of a fleet larger than the
-/// contract covers: a period that a window the headers do not show has spent meets ten probes
-/// or more with a chance under 0.2%.
-const PROBERS_PAST_CONTRACT: f64 = 3.0;
 
 /// The shortest window rule N reckons with: a reset given in seconds from now moves by one
 /// within a period.
@@ -899,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn rule_n_draws_about_as_many_probes_as_the_limit_allows_three_past_the_contract() {
+    fn rule_n_probes_a_period_with_the_chance_its_limit_over_the_instances_once_a_period() {
         fastrand::seed(7);
         let t0 = Instant::now();
         let seen = || {
@@ -915,58 +892,37 @@ mod tests {
         );
         // The period from 6 s to 9 s, a second and a half in.
         let now = t0 + Duration::from_millis(7_500);
-        let probes_of = |instances: f64| {
-            let mut probes = 0;
-            for _ in 0..4_000 {
-                let mut periods = seen();
-                let first = periods.draw(instances, now);
-                assert_eq!(
-                    periods.draw(instances, now + SECOND),
-                    first,
-                    "expected one draw for the period"
-                );
-                match first {
-                    Decision::Go { probe: true } => {
-                        probes += 1;
-                        assert_eq!(
-                            periods.drawn_to_probe(now),
-                            Some(if instances > 9.0 { 3.0 } else { 5.0 }),
-                            "expected a probe to count as many instances as are drawn"
-                        );
-                    }
-                    Decision::Until(until, Hold::Pace) => {
-                        assert_eq!(
-                            until,
-                            t0 + SECOND * 10,
-                            "expected the period sat out until a second after it ends"
-                        );
-                        assert_eq!(periods.drawn_to_probe(now), None);
-                    }
-                    other => panic!("expected a probe or the period sat out, got {other:?}"),
-                }
-                // The next period, from 9 s to 12 s, is drawn for afresh once this one's draw
-                // is over: at its end for a probe, a second later for one that sat it out.
-                periods.draw(instances, t0 + SECOND * 10);
-                assert_eq!(periods.drawn.map(|(end, _)| end), Some(t0 + SECOND * 12));
+        let mut probes = 0;
+        for _ in 0..4_000 {
+            let mut periods = seen();
+            let first = periods.draw(40.0, now);
+            assert_eq!(
+                periods.draw(40.0, now + SECOND),
+                first,
+                "expected one draw for the period"
+            );
+            // The next period, from 9 s to 12 s, is drawn for afresh once this one's draw is
+            // over: at its end for a probe, a second later for an instance that sat it out.
+            periods.draw(40.0, t0 + SECOND * 10);
+            assert_eq!(periods.drawn.map(|(end, _)| end), Some(t0 + SECOND * 12));
+            match first {
+                Decision::Go { probe: true } => probes += 1,
+                Decision::Until(until, Hold::Pace) => assert_eq!(
+                    until,
+                    t0 + SECOND * 10,
+                    "expected the period sat out until a second after it ends"
+                ),
+                other => panic!("expected a probe or the period sat out, got {other:?}"),
             }
-            probes
-        };
-        // Past the contract, 3 of 40 however large the limit: 300 of 4,000 expected.
-        let probes = probes_of(40.0);
+        }
+        // 5 of 40: 500 of 4,000 expected.
         assert!(
-            (230..=370).contains(&probes),
-            "expected about 300 of 4,000 instances of a fleet of 40 to probe the period, got \
-             {probes}"
+            (400..=600).contains(&probes),
+            "expected about 500 of 4,000 instances to probe the period, got {probes}"
         );
-        // Within it, 5 of 8: 2,500 of 4,000.
-        let probes = probes_of(8.0);
-        assert!(
-            (2_350..=2_650).contains(&probes),
-            "expected about 2,500 of 4,000 instances of a fleet of 8 to probe the period, got \
-             {probes}"
-        );
+        let mut periods = seen();
         assert_eq!(
-            seen().draw(4.0, now),
+            periods.draw(4.0, now),
             Decision::Go { probe: true },
             "expected fewer instances than the limit all to probe"
         );
@@ -997,10 +953,10 @@ mod tests {
                 other => panic!("expected a probe or the period sat out, got {other:?}"),
             }
         }
-        // 3 of 40: 300 of 4,000 expected.
+        // 10 of 40: 1,000 of 4,000 expected.
         assert!(
-            (230..=370).contains(&probes),
-            "expected about 300 of 4,000 instances to probe the period, got {probes}"
+            (850..=1_150).contains(&probes),
+            "expected about 1,000 of 4,000 instances to probe the period, got {probes}"
         );
         let mut periods = Periods::default();
         periods.saw(
