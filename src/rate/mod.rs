@@ -240,6 +240,12 @@ impl StoreLink {
         });
     }
 
+    /// Tells the store that this process's probe is over, unsent, so that another probes.
+    fn probe_over(&self) {
+        let (store, name) = (Arc::clone(&self.store), self.name.clone());
+        tokio::spawn(async move { store.report(&name, &[], Outcome::Normal).await });
+    }
+
     /// Gives `back` what a lease did not spend, with the next round trip.
     fn give_back(&self, back: Option<lease::Return>) {
         if let Some(back) = back {
@@ -604,29 +610,16 @@ impl RateLimiter {
                     }
                     (Some(permit), answered)
                 }
+                // It was not sent, and the process holds every request as long.
                 Some(Verdict::Hold(wait, hold, spent)) => {
-                    if let Some(spent) = spent {
-                        let now = Instant::now();
-                        let ends = clock::after_from(now, spent.ends_in);
-                        (state.store.periods).saw(spent.limit, spent.period, ends, now);
-                    }
-                    // A lease is void while the fleet holds: its requests go back.
-                    link.give_back(state.store.lease.as_mut().and_then(Lease::end));
-                    // Another instance's probe normally answers within milliseconds.
-                    let wait = match hold {
-                        Hold::Probe => wait.min(store::PROBE_POLL),
-                        _ => wait,
-                    };
-                    // It was not sent, and the process holds every request as long.
-                    state.store.remote = Some((clock::after(wait), hold));
+                    state.held_by_store(link, wait, hold, spent);
                     (None, answered | permit.release(&mut state))
                 }
             }
         };
         shared.wake(wake);
         if probe_over {
-            let (store, name) = (Arc::clone(&link.store), link.name.clone());
-            tokio::spawn(async move { store.report(&name, &[], Outcome::Normal).await });
+            link.probe_over();
         }
         permit
     }
@@ -830,6 +823,29 @@ impl State {
             }
             (decision, _) => decision,
         }
+    }
+
+    /// The fleet's store holds every request of this process `wait` for `hold`; held by a
+    /// spent window, `spent` tells of it. A lease is void meanwhile: its requests go back.
+    fn held_by_store(
+        &mut self,
+        link: &StoreLink,
+        wait: Duration,
+        hold: Hold,
+        spent: Option<store::Spent>,
+    ) {
+        if let Some(spent) = spent {
+            let now = Instant::now();
+            let ends = clock::after_from(now, spent.ends_in);
+            (self.store.periods).saw(spent.limit, spent.period, ends, now);
+        }
+        link.give_back(self.store.lease.as_mut().and_then(Lease::end));
+        // Another instance's probe normally answers within milliseconds.
+        let wait = match hold {
+            Hold::Probe => wait.min(store::PROBE_POLL),
+            _ => wait,
+        };
+        self.store.remote = Some((clock::after(wait), hold));
     }
 
     /// The instances this process counts on the key itself: at least as many as the store
