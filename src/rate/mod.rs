@@ -64,6 +64,9 @@ const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
 /// otherwise log every call.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
+/// A request that goes alone to find out the budget.
+const PROBE: Decision = Decision::Go { probe: true };
+
 /// Independent instances that the discipline keeps from a ban without shared state, against a
 /// service that bans at the tenth request inside one `Retry-After`.
 const CONTRACT_INSTANCES: f64 = 9.0;
@@ -575,7 +578,7 @@ impl RateLimiter {
                     // A loss this instance did not know of: a Redis that evicts the state loses
                     // it for every instance at once, and each probes only as rule N draws it. One
                     // that sits out tells the store its probe is over, so that another probes.
-                    if lost && ask.exact && !state.draws_a_probe(Instant::now()) {
+                    if lost && ask.exact && state.draw(Instant::now()) != PROBE {
                         probe_over = true;
                         (None, answered | permit.release(&mut state))
                     } else {
@@ -818,9 +821,7 @@ impl State {
         };
         match (pacer::decide(&view, pacing, now), self.store.asking_again) {
             (Decision::Go { .. }, Some(hold)) => Decision::ForResponse(hold),
-            (Decision::Go { probe: true }, None) if shared_state && !exact && metered => {
-                self.store.periods.draw(instances, now)
-            }
+            (PROBE, None) if shared_state && !exact && metered => self.draw(now),
             (decision, _) => decision,
         }
     }
@@ -854,10 +855,10 @@ impl State {
         self.budgets.instances().max(self.store.listeners as f64)
     }
 
-    /// Whether rule N draws this instance to probe the period at `now`.
-    fn draws_a_probe(&mut self, now: Instant) -> bool {
+    /// Rule N's draw, for the period at `now`, among the instances this process counts.
+    fn draw(&mut self, now: Instant) -> Decision {
         let instances = self.uncounted();
-        self.store.periods.draw(instances, now) == Decision::Go { probe: true }
+        self.store.periods.draw(instances, now)
     }
 
     /// Warns once when others are seen spending the key beside a process paced as its only

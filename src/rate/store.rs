@@ -928,10 +928,12 @@ mod tests {
         );
     }
 
-    /// Whole-space Redis world seed 24: 40 instances, 10 per 3 s window, Redis restarted 2.25 s
-    /// into the run, in the first period: no instance had seen two periods, so every one probed
-    /// the second at once (29 × 429, banned in 2 of 3 runs). Before a second period is seen,
-    /// the window is at least as long as the first was seen.
+    /// Whole-space Redis world seed 24 (40 instances, 10 per 3 s window, Redis restarted 2.25 s
+    /// into the run, in the first period): no instance had seen two periods, and rule N let
+    /// each probe. Before a second period is seen, the window is at least as long as the first
+    /// was seen. (This alone still left the world banned in 4 of 5 runs; the draw on a loss an
+    /// instance finds, `faults::forty_instances_share_out_each_periods_probes_once_redis_evicts_every_write`,
+    /// did the rest.)
     #[test]
     fn rule_n_draws_before_a_second_period_is_seen_taking_the_window_as_long_as_seen() {
         fastrand::seed(11);
