@@ -5,8 +5,7 @@
 //!
 //! The draw reads nothing but the seed (SplitMix, as the explorer's), so a seed is its world
 //! on any machine; what the real clock makes of it may differ from run to run, which is why a
-//! world asserts safety only: no ban, at most one request per instance inside any
-//! `Retry-After`, no call pending past its bound, no call failed but on the rate limit.
+//! world asserts safety only ([`Outcome::check`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -28,18 +27,6 @@ pub const WITHOUT_SHARED_STATE: usize = 9;
 
 /// How long a world's fleet calls: two or three windows.
 const RUN: Duration = Duration::from_secs(6);
-
-/// Which worlds the draw may give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Space {
-    /// Every world: any fleet under any fault.
-    All,
-    /// The worlds the crate's documents promise safe: a fault that can leave the fleet without
-    /// shared state for a while, which keeps at most [`WITHOUT_SHARED_STATE`] instances from
-    /// a ban, is drawn only for fleets that small; so are slow replies, which can ban larger
-    /// fleets as well ([`draw_fault`]).
-    Promised,
-}
 
 /// A fault of the world's Redis.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,10 +54,17 @@ pub enum RedisFault {
 }
 
 impl RedisFault {
-    /// Whether the fault can leave the fleet without shared state for a while: Redis down,
-    /// frozen, failed over, slow, or losing the state again and again.
-    pub fn leaves_the_fleet_without_sharing(&self) -> bool {
-        !matches!(self, Self::Flush | Self::Evict)
+    /// Whether Redis may stop answering the fleet for a while: killed, frozen, failed over
+    /// (the old master's connections break), or slower than an instance's timeout. Meanwhile
+    /// each instance goes on under its own discipline, as without shared state.
+    pub fn stops_answering(&self) -> bool {
+        matches!(
+            self,
+            Self::Restart { .. }
+                | Self::Freeze { .. }
+                | Self::Failover { .. }
+                | Self::SlowReplies { .. }
+        )
     }
 }
 
@@ -117,6 +111,15 @@ impl World {
         })
     }
 
+    /// Whether the world is held to no ban: a fleet the contract keeps safe without shared
+    /// state, or one whose Redis answers throughout. A fleet of more than
+    /// [`WITHOUT_SHARED_STATE`] whose Redis stops answering for a while is held to the
+    /// contract's count alone, as any fleet without shared state (`docs/DESIGN.md`, contract 1).
+    pub fn held_to_no_ban(&self) -> bool {
+        self.instances <= WITHOUT_SHARED_STATE
+            || !self.faults.iter().any(|(_, fault)| fault.stops_answering())
+    }
+
     /// How far behind the master its replica follows, when the world fails over.
     pub fn lag(&self) -> Option<Duration> {
         self.faults.iter().find_map(|(_, fault)| match fault {
@@ -155,8 +158,8 @@ fn millis(rng: &mut SplitMix, range: RangeInclusive<u64>) -> Duration {
     Duration::from_millis(range.start() + rng.below(span))
 }
 
-/// The world of `seed` in `space`.
-pub fn world(seed: u64, space: Space) -> World {
+/// The world of `seed`.
+pub fn world(seed: u64) -> World {
     let mut rng = SplitMix::new(seed);
     // Half the fleets within what the contract keeps safe without shared state, half past it.
     let instances = if rng.chance(0.5) {
@@ -185,7 +188,7 @@ pub fn world(seed: u64, space: Space) -> World {
         let failover_drawn = faults
             .iter()
             .any(|(_, fault)| matches!(fault, RedisFault::Failover { .. }));
-        let fault = draw_fault(&mut rng, instances, space, failover_drawn);
+        let fault = draw_fault(&mut rng, failover_drawn);
         faults.push((at, fault));
     }
     faults.sort_by_key(|(at, _)| *at);
@@ -201,26 +204,8 @@ pub fn world(seed: u64, space: Space) -> World {
     }
 }
 
-/// One fault. A world has one replica at most, so one failover.
-///
-/// In the promised space, a fleet of more than [`WITHOUT_SHARED_STATE`] instances is drawn
-/// only with a flush or an eviction: faults after which the state is found lost at once, and
-/// one request finds it out again, while Redis answers throughout. A restart, a freeze, a
-/// failover (whose old master's connections break), a Redis that keeps losing the state
-/// (`FLUSHALL` again and again) and slow replies are drawn only for fleets of at most that
-/// many. A Redis whose connection fails is tried again a second later, and one down, frozen or
-/// losing the state again and again leaves each instance under its own discipline meanwhile,
-/// as without shared state (`docs/redis.md`): contract 1 keeps at most that many from a ban.
-/// Slow replies are meant to keep the fleet sharing (the timeout stretches), but larger fleets
-/// are banned under them, as under the others: the ignored regression tests in
-/// `tests/redis/worlds.rs` hold such worlds. The whole space ([`Space::All`]) draws every fault
-/// for every fleet, and its draws are the promised space's wherever the fleet is that small.
-fn draw_fault(
-    rng: &mut SplitMix,
-    instances: usize,
-    space: Space,
-    failover_drawn: bool,
-) -> RedisFault {
+/// One fault, any of them for any fleet. A world has one replica at most, so one failover.
+fn draw_fault(rng: &mut SplitMix, failover_drawn: bool) -> RedisFault {
     #[derive(Clone, Copy)]
     enum Kind {
         Restart,
@@ -231,19 +216,17 @@ fn draw_fault(
         Failover,
         SlowReplies,
     }
-    let without_sharing = space == Space::All || instances <= WITHOUT_SHARED_STATE;
-    let mut kinds = Vec::new();
-    if without_sharing {
-        kinds.extend([Kind::Restart, Kind::Freeze]);
+    let mut kinds = vec![
+        Kind::Restart,
+        Kind::Freeze,
+        Kind::Flush,
+        Kind::Evict,
+        Kind::FlushAgainAndAgain,
+    ];
+    if !failover_drawn {
+        kinds.push(Kind::Failover);
     }
-    kinds.extend([Kind::Flush, Kind::Evict]);
-    if without_sharing {
-        kinds.push(Kind::FlushAgainAndAgain);
-        if !failover_drawn {
-            kinds.push(Kind::Failover);
-        }
-        kinds.push(Kind::SlowReplies);
-    }
+    kinds.push(Kind::SlowReplies);
     match rng.pick(&kinds) {
         Kind::Restart => RedisFault::Restart {
             down: millis(rng, 0..=1_000),
@@ -289,12 +272,13 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The invariants: no ban, at most one request per instance inside any `Retry-After`, no
-    /// call pending past its bound, no call failed but on the rate limit.
+    /// The invariants: at most one request per instance inside any `Retry-After`, no call
+    /// pending past its bound, no call failed but on the rate limit, and no ban where the
+    /// world is held to it ([`World::held_to_no_ban`]).
     pub fn check(&self, world: &World) -> Result<(), String> {
         let failed: usize = self.calls.failed.values().sum();
         let mut broken = Vec::new();
-        if self.bans > 0 {
+        if self.bans > 0 && world.held_to_no_ban() {
             broken.push(format!("{} bans", self.bans));
         }
         if self.most_in_a_cooldown > 1 {
