@@ -191,15 +191,17 @@ for _, w in ipairs(windows) do
   w.left = w.left - admitted_here
 end
 
+local stale = false
 for i = 10, #ARGV - 4, 5 do
   local limit = clamp(ARGV[i], 0, MOST)
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
   local period, ends_in = clamp(ARGV[i + 2], 0, MOST), clamp(ARGV[i + 3], 0, YEAR)
-  -- Admitted by a state lost since, it is not counted among the admissions here.
+  -- Admitted by a state lost since, it is not counted among the admissions here, and what it
+  -- had left does not count the requests that state admitted after it: it opens no window.
   local admitted = clamp(ARGV[i + 4], 0, MOST)
-  if admitted <= base then
-    admitted = 0
+  if admitted > 0 and admitted <= base then
+    admitted, stale = 0, true
   end
   -- A period that was over when its answer arrived says nothing about the next, and one that
   -- ended here stays ended.
@@ -223,7 +225,7 @@ for i = 10, #ARGV - 4, 5 do
       found.limit = math.min(found.limit, limit)
       found.left = math.min(found.left, left)
       found.ends = math.max(found.ends, now + ends_in)
-    else
+    elseif not stale then
       local by, at = 0, left
       if admitted > 0 and admitted <= seq then
         by = admitted
@@ -249,7 +251,10 @@ end
 
 local asked = ARGV[4]
 if asked == 'ok' then
-  half, probe = 0, 0
+  -- A lost state's answer ends no probe of the state found out since.
+  if not stale then
+    half, probe = 0, 0
+  end
 elseif asked ~= '' then
   cool = math.max(cool, now + clamp(asked, 1, YEAR))
   half, probe = 1, 0
