@@ -69,6 +69,12 @@
 local key = KEYS[1]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- After a loss, admissions are numbered from this server's time in microseconds (past the
+-- highest number the instance that found it was given): fewer than one admission a
+-- microsecond keeps every number below the time it was given, so the numbers a lost state gave
+-- are below the new state's, whoever finds the loss, and no instance takes the new state for a
+-- rolled-back one.
+local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 -- Every number comes from the service through an instance, and may be anything. Lua numbers
 -- are doubles, and '%d' of one at or above 2^63 writes -9223372036854775808: each number is
@@ -80,10 +86,6 @@ local YEAR = 366 * 86400 * 1000
 local MAX_WINDOWS = 4
 -- A lease takes at most this share of what is left (1 / LEASE_SHARE), and one request at least.
 local LEASE_SHARE = 16
--- After a loss, admissions are numbered from this far past the highest number the instance that
--- found it was given: past every number any instance was given by the state lost, so that
--- none takes the new state for a rolled-back one.
-local LOST_JUMP = 1000000
 
 -- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
 local function clamp(value, low, high)
@@ -161,7 +163,7 @@ if seq < seen and #fields > 0 then
 end
 if lost then
   half = 1
-  base = math.min(seen + LOST_JUMP, MOST)
+  base = math.min(math.max(seen + 1, now_us), MOST)
   seq = math.max(seq, base)
 end
 

@@ -405,6 +405,50 @@ async fn a_state_that_counts_fewer_admissions_than_were_given_reads_as_lost() {
     }
 }
 
+/// After a loss, admissions are numbered past every number the lost state gave, whoever finds
+/// the loss: an instance that was given none (only holds) found it with its highest number 1,
+/// and the new state numbered from 1,000,002, below the lost state's 5,000,001 and on. An
+/// instance given one of those then found the new state lost too, and its window unknown.
+#[tokio::test]
+async fn admissions_after_a_loss_are_numbered_past_the_lost_states_whoever_finds_it() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 50, 1_000, 60_000, 1)).await;
+    // A state found rolled back by an instance given 4,000,000: numbered past it since.
+    state.seen = 4_000_000;
+    let first = state.admit(&[]).await[2];
+    state.seen = 0;
+    state
+        .report("ok", &[(60, 49, 1_000, 59_000, first as u64)])
+        .await;
+    state.admits(first + 1..=first + 3).await;
+    let highest = first + 3;
+    // Lost again, and found by an instance given nothing but holds.
+    state.clear().await;
+    state.seen = 1;
+    let probe = state.admit(&[]).await;
+    assert_eq!(
+        probe[..2],
+        [0, 2],
+        "expected the finder's probe, got {probe:?}"
+    );
+    assert!(
+        probe[2] > highest,
+        "expected the probe numbered past the lost state's {highest}, got {probe:?}"
+    );
+    state.seen = 0;
+    state
+        .report("ok", &[(60, 40, 1_000, 58_000, probe[2] as u64)])
+        .await;
+    // The instance given the lost state's highest number goes as the others do.
+    state.seen = highest as u64;
+    assert_eq!(
+        state.admit(&[]).await[..2],
+        [0, 0],
+        "expected the new state not found lost again: {:?}",
+        state.fields().await
+    );
+}
+
 /// Redis world seed 234: 53 instances, 30 per 2 s window, `FLUSHALL` every 20 ms.
 /// Once the state was flushed, the answer to a request the lost state had admitted found the
 /// loss and opened the window again with what the service had left when that request arrived;
