@@ -35,6 +35,10 @@ pub(crate) const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// another may: the probe's answer normally releases the others at once.
 pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
 
+/// How long a request sent without the store's admission may count in a window: a day, the
+/// longest window a service reports.
+const ADMITTED_HERE_COUNTS_FOR: Duration = Duration::from_secs(86_400);
+
 /// While another instance probes, how often a held request asks again.
 pub(crate) const PROBE_POLL: Duration = Duration::from_millis(20);
 
@@ -292,6 +296,9 @@ pub(crate) struct Unsent {
     /// Requests this process sent without the store's admission, while it did not answer: the
     /// service counts them, and the fleet's budgets must too.
     admitted_here: u64,
+    /// Until when they may count in a window still open: a day, the longest window, after
+    /// the last was sent.
+    admitted_until: Option<Instant>,
     /// Leased requests not spent.
     returns: Vec<Return>,
 }
@@ -386,6 +393,7 @@ impl Unsent {
             self.queue(report);
         }
         self.admitted_here = self.admitted_here.saturating_add(other.admitted_here);
+        self.admitted_until = self.admitted_until.max(other.admitted_until);
         for back in other.returns {
             self.give_back(back);
         }
@@ -422,6 +430,7 @@ impl Unsent {
             .max(self.normal_until)
             .max(windows)
             .max(returns)
+            .max(self.admitted_until)
     }
 }
 
@@ -692,14 +701,19 @@ impl SharedStore {
     }
 
     /// Keeps note that a request of `name` was sent without the store's admission, to be
-    /// spent from the fleet's budgets with the next admission.
-    pub(crate) fn admitted_here(&self, name: &str) {
+    /// spent from the fleet's budgets as soon as the store answers: from a task of its own, as
+    /// a report is, so that it is spent from the window it was sent in, not from the one open
+    /// at this process's next admission.
+    pub(crate) fn admitted_here(self: &Arc<Self>, name: &str) {
         let now = Instant::now();
         let unsent = Unsent {
             admitted_here: 1,
+            admitted_until: Some(now + ADMITTED_HERE_COUNTS_FOR),
             ..Unsent::default()
         };
         lock(&self.outbox).put(name, unsent, now);
+        let (tried, _) = tokio::sync::oneshot::channel();
+        tokio::spawn(Arc::clone(self).deliver(name.to_owned(), tried));
     }
 
     /// Keeps `back` to be given back with the next round trip of `name`.

@@ -598,19 +598,25 @@ async fn a_request_admitted_for_redis_that_does_not_answer_is_paced_for_the_flee
 /// that waits for the rate limit up to a second: a fleet of 21 has a share of one request
 /// every 4 s, longer than it waits.
 async fn minute_of_300(redis: &RedisServer) -> (petstore_sandbox::Sandbox, PetStoreClient) {
-    let sandbox = common::base::sandbox_builder()
+    let sandbox = sandbox_from_the_start(300, Duration::from_secs(60)).await;
+    let client = impatient_member(&sandbox, 0, RedisState::new(&redis.url()).expect("a URL"));
+    (sandbox, client)
+}
+
+/// A sandbox whose first window of `per_window` requests, `length` long, starts with the run.
+async fn sandbox_from_the_start(per_window: u32, length: Duration) -> petstore_sandbox::Sandbox {
+    common::base::sandbox_builder()
         .key(
             common::redis_fleet::KEY,
             petstore_sandbox::Plan::Enterprise {
-                per_minute: 300,
+                per_minute: per_window,
                 per_day: 1_000_000,
             },
         )
+        .minute_window(length)
         .start()
         .await
-        .expect("the sandbox starts");
-    let client = impatient_member(&sandbox, 0, RedisState::new(&redis.url()).expect("a URL"));
-    (sandbox, client)
+        .expect("the sandbox starts")
 }
 
 /// Instance `i` of the fleet sharing `state`, which retries nothing and waits at most a
@@ -713,5 +719,77 @@ async fn an_instance_that_opened_the_state_counts_the_fleet_until_redis_shows_it
     assert!(
         sent <= 1,
         "expected at most the one request the fleet's share allows, got {sent}"
+    );
+}
+
+/// Requests an instance sent while Redis was down are spent from the fleet's windows once Redis
+/// answers again, not with the instance's next admission: `tools/fleet` with 32 processes, 60
+/// per 5 s window and Redis killed for 3 s, back 1.5 s before the window ended, served 38 to 40
+/// in the window after it (95% over the run). The instances, their window spent, held until it
+/// ended; their next admissions then spent what each had sent while Redis was down, in the
+/// window before, from the new window. Here one instance sends 3 requests while Redis is down,
+/// and Redis is back 4 s before the window ends: the next window counts only what was sent in
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_sent_while_redis_was_down_are_not_spent_from_the_next_window() {
+    const LENGTH: Duration = Duration::from_secs(6);
+    let mut redis = RedisServer::start();
+    let sandbox = sandbox_from_the_start(60, LENGTH).await;
+    let start = Instant::now();
+    let url = redis.url();
+    let (first, second) = (instance(&sandbox, 0, &url), instance(&sandbox, 1, &url));
+    let call = async |client: &PetStoreClient| {
+        client
+            .list_pets()
+            .limit(1)
+            .send()
+            .await
+            .expect("a served call");
+    };
+    call(&first).await;
+    call(&second).await;
+    redis.kill();
+    for _ in 0..3 {
+        call(&second).await;
+    }
+    redis.restart();
+    assert!(
+        start.elapsed() < LENGTH / 2,
+        "expected Redis back within half the first window, it took {:?}",
+        start.elapsed()
+    );
+    // The next window: the first instance's call finds it out, then the second's is admitted.
+    tokio::time::sleep_until(start + LENGTH + Duration::from_millis(300)).await;
+    call(&first).await;
+    let period = format!(
+        "p:{}",
+        common::base::CLOCK_START_UNIX + 2 * LENGTH.as_secs()
+    );
+    let mut direct = redis_connection(&redis).await;
+    let name = state_name(&mut direct).await.expect("the state in Redis");
+    let window = async |direct: &mut MultiplexedConnection| -> Option<String> {
+        redis::cmd("HGET")
+            .arg(&name)
+            .arg(&period)
+            .query_async(direct)
+            .await
+            .unwrap()
+    };
+    while window(&mut direct).await.is_none() {
+        assert!(
+            start.elapsed() < 2 * LENGTH,
+            "expected the first instance's answer to open {period}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    call(&second).await;
+    let left = window(&mut direct).await.expect("the window");
+    let left: i64 = left.split(':').nth(1).unwrap().parse().unwrap();
+    assert_eq!(
+        left,
+        58,
+        "expected the next window to count its two requests alone, not the three sent while \
+         Redis was down: {period} is {:?}",
+        window(&mut direct).await
     );
 }
