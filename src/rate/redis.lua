@@ -16,9 +16,8 @@
 -- ARGV[7]  how long a lease may be spent, ms
 -- ARGV[8]  leases given back: '<requests>@<first admission>:<period>:<period>...' each,
 --          separated by spaces
--- ARGV[9]  the requests this instance sent without an admission here (while Redis did not
---          answer it), each as how many ms ago it was sent, separated by spaces: each is spent
---          from every window open before it was sent
+-- ARGV[9]  how many requests this instance sent without an admission here (while Redis did not
+--          answer it): spent from every window open
 -- ARGV[10..] the windows reported, five values each: limit, remaining, period (the service's
 --          reset, unix seconds), ms until the period ends, and the admission number of the
 --          request answered (0 if it was not admitted here)
@@ -54,7 +53,7 @@
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
 -- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>:<by>:<at>'
 -- for each window (leased: when the last lease taken from it ends; by and at: the admission
--- whose report opened it, and what that report had left; opened: when that was).
+-- whose report opened it, and what that report had left).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe, {0, 2, seq} go as the
 -- probe of a state this instance saw and Redis lost or rolled back (seq: the admission number),
@@ -130,13 +129,13 @@ for i = 1, #fields, 2 do
   else
     -- What cannot be read is left out: with no window open, the state is unknown.
     local period = string.match(field, '^p:(%d+)$')
-    local limit, left, ends, leased, by, at, opened =
-      string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*):?(%d*):?(%d*):?(%d*)$')
+    local limit, left, ends, leased, by, at =
+      string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*):?(%d*):?(%d*)$')
     if period and limit then
       windows[#windows + 1] = {
         period = tonumber(period), limit = tonumber(limit), left = tonumber(left),
         ends = tonumber(ends), leased = tonumber(leased) or 0, by = tonumber(by) or 0,
-        at = tonumber(at) or 0, opened = tonumber(opened) or 0,
+        at = tonumber(at) or 0,
       }
     end
   end
@@ -187,16 +186,11 @@ for entry in string.gmatch(ARGV[8] or '', '%S+') do
   end
 end
 
--- The service counted them, whichever of its periods they fell in: taken off every window open
--- before each was sent, before the reports, which may count them already (a report only ever
--- lowers a window). What a window opened since had left counted them already.
-for age in string.gmatch(ARGV[9] or '', '%d+') do
-  local sent = now - clamp(age, 0, YEAR)
-  for _, w in ipairs(windows) do
-    if w.opened <= sent then
-      w.left = w.left - 1
-    end
-  end
+-- The service counted them, whichever of its periods they fell in: taken off every window open,
+-- before the reports, which may count them already (a report only ever lowers a window).
+local admitted_here = clamp(ARGV[9], 0, MOST)
+for _, w in ipairs(windows) do
+  w.left = w.left - admitted_here
 end
 
 local stale = false
@@ -251,7 +245,7 @@ for i = 10, #ARGV - 4, 5 do
       end
       windows[#windows + 1] = {
         period = period, limit = limit, left = left, ends = now + ends_in, leased = 0, by = by,
-        at = at, opened = now,
+        at = at,
       }
     end
   end
@@ -364,9 +358,7 @@ if gone > 0 or not resolved then
 end
 for _, w in ipairs(windows) do
   out[#out + 1] = 'p:' .. string.format('%d', w.period)
-  out[#out + 1] = string.format(
-    '%d:%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at, w.opened
-  )
+  out[#out + 1] = string.format('%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at)
   last = math.max(last, w.ends)
 end
 if #out > 2 or seq > base then

@@ -183,16 +183,6 @@ fn explained(error: &RedisError) -> String {
     format!("{text}; {fix}")
 }
 
-/// How many ms before `now` each of the requests sent without an admission was sent, as the
-/// script reads them.
-fn sent_ago(sent: &[Instant], now: Instant) -> String {
-    let ages: Vec<String> = sent
-        .iter()
-        .map(|at| now.saturating_duration_since(*at).as_millis().to_string())
-        .collect();
-    ages.join(" ")
-}
-
 /// Whether the connection was lost, so that a second try on a new one may succeed.
 fn lost(error: &RedisError) -> bool {
     error.is_io_error() || error.is_connection_dropped()
@@ -320,7 +310,7 @@ impl RedisStore {
             .arg(admission.want)
             .arg(millis(LEASE_FOR))
             .arg(returned(admission.news.returns))
-            .arg(sent_ago(admission.news.admitted_here, now));
+            .arg(admission.news.admitted_here);
         for report in admission.news.reports {
             // Rounded down: the store places the end no later than this process does.
             let ends_in = report.ends_at.saturating_duration_since(now);

@@ -35,10 +35,6 @@ pub(crate) const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// another may: the probe's answer normally releases the others at once.
 pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
 
-/// The most requests sent without the store's admission told at once: an instance sends about
-/// its share of a window while the store does not answer.
-const MAX_ADMITTED_HERE: usize = 64;
-
 /// How long a request sent without the store's admission may count in a window: a day, the
 /// longest window a service reports.
 const ADMITTED_HERE_COUNTS_FOR: Duration = Duration::from_secs(86_400);
@@ -297,10 +293,9 @@ pub(crate) struct Unsent {
     /// A response came without quiet (a probe is over); it matters until then, when the probe
     /// would have expired anyway.
     normal_until: Option<Instant>,
-    /// When each request this process sent without the store's admission (while it did not
-    /// answer) was sent, the latest [`MAX_ADMITTED_HERE`]: the service counts them, and so must
-    /// every window of the fleet's opened before them.
-    admitted_here: Vec<Instant>,
+    /// Requests this process sent without the store's admission, while it did not answer: the
+    /// service counts them, and the fleet's budgets must too.
+    admitted_here: u64,
     /// Until when they may count in a window still open: a day, the longest window, after
     /// the last was sent.
     admitted_until: Option<Instant>,
@@ -397,10 +392,7 @@ impl Unsent {
         for report in other.windows {
             self.queue(report);
         }
-        self.admitted_here.extend(other.admitted_here);
-        self.admitted_here.sort_unstable();
-        let over = self.admitted_here.len().saturating_sub(MAX_ADMITTED_HERE);
-        self.admitted_here.drain(..over);
+        self.admitted_here = self.admitted_here.saturating_add(other.admitted_here);
         self.admitted_until = self.admitted_until.max(other.admitted_until);
         for back in other.returns {
             self.give_back(back);
@@ -424,7 +416,7 @@ impl Unsent {
         News {
             reports: &self.windows,
             outcome: self.outcome(now),
-            admitted_here: &self.admitted_here,
+            admitted_here: self.admitted_here,
             returns: &self.returns,
         }
     }
@@ -531,9 +523,8 @@ pub(crate) struct News<'a> {
     pub(crate) reports: &'a [WindowReport],
     /// What a response not yet told asked of every instance.
     pub(crate) outcome: Outcome,
-    /// When each request sent without the store's admission was sent, to be spent from the
-    /// window budgets opened before it.
-    pub(crate) admitted_here: &'a [Instant],
+    /// Requests sent without the store's admission, to be spent from the window budgets.
+    pub(crate) admitted_here: u64,
     /// Leased requests not spent, given back.
     pub(crate) returns: &'a [Return],
 }
@@ -716,7 +707,7 @@ impl SharedStore {
     pub(crate) fn admitted_here(self: &Arc<Self>, name: &str) {
         let now = Instant::now();
         let unsent = Unsent {
-            admitted_here: vec![now],
+            admitted_here: 1,
             admitted_until: Some(now + ADMITTED_HERE_COUNTS_FOR),
             ..Unsent::default()
         };
