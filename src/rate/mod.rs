@@ -608,9 +608,7 @@ impl RateLimiter {
                 // Without an answer the process's own discipline decides alone, and the fleet
                 // hears of the request later.
                 None => {
-                    if ask.metered {
-                        link.store.admitted_here(&link.name);
-                    }
+                    permit.fleet.unadmitted = ask.metered;
                     (Some(permit), answered)
                 }
                 // It was not sent, and the process holds every request as long.
@@ -992,6 +990,9 @@ struct Fleet<'a> {
     admitted: u64,
     /// The latest period this process knew of when it admitted the request.
     period_known: Option<i64>,
+    /// Sent without the store's admission, which did not answer: the fleet's budgets spend it
+    /// once it is answered, when the service has counted it.
+    unadmitted: bool,
 }
 
 /// What a response head said that the fleet's store must hear at once.
@@ -1056,6 +1057,7 @@ impl<'a> Permit<'a> {
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> (HeadReport, Option<Tell<'a>>) {
         let store = self.fleet.link;
+        self.tell_if_unadmitted();
         let (said, tell) = self.settle(status, head, at, backoff);
         let tell = store.zip(tell).map(|(link, (report, outcome))| Tell {
             link,
@@ -1227,6 +1229,7 @@ impl<'a> Permit<'a> {
                 period: quota.reset.timestamp(),
                 ends_at: reset_at,
                 admitted: self.fleet.admitted,
+                sent_at: self.sent_at,
             };
             // Admitted before this process knew of the period: the store, which
             // may have counted it in the period before, counts it in this one
@@ -1262,6 +1265,14 @@ impl<'a> Permit<'a> {
         state.front_waiting
     }
 
+    /// Tells the fleet of a request sent without its store's admission, now answered or given
+    /// up on.
+    fn tell_if_unadmitted(&self) {
+        if let Some(link) = self.fleet.link.filter(|_| self.fleet.unadmitted) {
+            link.store.admitted_here(&link.name);
+        }
+    }
+
     /// The request never left: no connection could be made.
     pub(crate) fn not_sent(mut self) {
         let shared = self.shared;
@@ -1290,6 +1301,9 @@ impl Drop for Permit<'_> {
             }
             self.answered(&mut state) | self.release(&mut state)
         };
+        if self.handed_out {
+            self.tell_if_unadmitted();
+        }
         shared.wake(wake);
     }
 }

@@ -16,11 +16,12 @@
 -- ARGV[7]  how long a lease may be spent, ms
 -- ARGV[8]  leases given back: '<requests>@<first admission>:<period>:<period>...' each,
 --          separated by spaces
--- ARGV[9]  how many requests this instance sent without an admission here (while Redis did not
---          answer it): spent from every window open
--- ARGV[10..] the windows reported, five values each: limit, remaining, period (the service's
---          reset, unix seconds), ms until the period ends, and the admission number of the
---          request answered (0 if it was not admitted here)
+-- ARGV[9]  the requests this instance sent without an admission here (while Redis did not
+--          answer it), as '<ms ago they were answered>:<requests>' each, separated by spaces:
+--          spent from every window whose opener was sent no later than they were answered
+-- ARGV[10..] the windows reported, six values each: limit, remaining, period (the service's
+--          reset, unix seconds), ms until the period ends, the admission number of the
+--          request answered (0 if it was not admitted here), and how many ms ago it was sent
 --
 -- A lease saves the round trip per request: the instance spends it on its own until it is spent
 -- or over. It is taken off every open window at once, like as many admissions, so the fleet
@@ -53,7 +54,8 @@
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
 -- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>:<by>:<at>'
 -- for each window (leased: when the last lease taken from it ends; by and at: the admission
--- whose report opened it, and what that report had left).
+-- whose report opened it, and what that report had left; opened: when that admission's
+-- request was sent).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe, {0, 2, seq} go as the
 -- probe of a state this instance saw and Redis lost or rolled back (seq: the admission number),
@@ -105,7 +107,7 @@ local fields = redis.call('HGETALL', key)
 -- held, a cooldown or a spent budget, is unknown, never a fresh budget. As after a quiet, one
 -- request probes and the others wait for its answer, whether the budgets are spent or not.
 local seen = clamp(ARGV[5], 0, MOST)
-for i = 14, #ARGV, 5 do
+for i = 14, #ARGV, 6 do
   seen = math.max(seen, clamp(ARGV[i], 0, MOST))
 end
 local lost = #fields == 0 and seen > 0
@@ -129,13 +131,13 @@ for i = 1, #fields, 2 do
   else
     -- What cannot be read is left out: with no window open, the state is unknown.
     local period = string.match(field, '^p:(%d+)$')
-    local limit, left, ends, leased, by, at =
-      string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*):?(%d*):?(%d*)$')
+    local limit, left, ends, leased, by, at, opened =
+      string.match(value, '^(%d+):(%-?%d+):(%d+):?(%d*):?(%d*):?(%d*):?(%d*)$')
     if period and limit then
       windows[#windows + 1] = {
         period = tonumber(period), limit = tonumber(limit), left = tonumber(left),
         ends = tonumber(ends), leased = tonumber(leased) or 0, by = tonumber(by) or 0,
-        at = tonumber(at) or 0,
+        at = tonumber(at) or 0, opened = tonumber(opened) or 0,
       }
     end
   end
@@ -187,14 +189,26 @@ for entry in string.gmatch(ARGV[8] or '', '%S+') do
 end
 
 -- The service counted them, whichever of its periods they fell in: taken off every window open,
--- before the reports, which may count them already (a report only ever lowers a window).
-local admitted_here = clamp(ARGV[9], 0, MOST)
+-- before the reports, which may count them already (a report only ever lowers a window), and
+-- off those the reports open, unless the request whose answer opened the window was sent after
+-- they were answered: then what it had left counts them.
+local answered_here = {}
+for age, requests in string.gmatch(ARGV[9] or '', '(%d+):(%d+)') do
+  answered_here[#answered_here + 1] = { now - clamp(age, 0, YEAR), clamp(requests, 0, MOST) }
+end
+local function spend_sent_here(w)
+  for _, answered in ipairs(answered_here) do
+    if w.opened <= answered[1] then
+      w.left = w.left - answered[2]
+    end
+  end
+end
 for _, w in ipairs(windows) do
-  w.left = w.left - admitted_here
+  spend_sent_here(w)
 end
 
 local stale = false
-for i = 10, #ARGV - 4, 5 do
+for i = 10, #ARGV - 5, 6 do
   local limit = clamp(ARGV[i], 0, MOST)
   -- Never more left than the limit, as the headers are read.
   local left = math.min(clamp(ARGV[i + 1], 0, MOST), limit)
@@ -202,6 +216,7 @@ for i = 10, #ARGV - 4, 5 do
   -- Admitted by a state lost since, it is not counted among the admissions here, and what it
   -- had left does not count the requests that state admitted after it: it opens no window.
   local admitted = clamp(ARGV[i + 4], 0, MOST)
+  local sent = now - clamp(ARGV[i + 5], 0, YEAR)
   if admitted > 0 and admitted <= base then
     admitted, stale = 0, true
   end
@@ -243,10 +258,12 @@ for i = 10, #ARGV - 4, 5 do
         end
         table.remove(windows, first)
       end
-      windows[#windows + 1] = {
+      local w = {
         period = period, limit = limit, left = left, ends = now + ends_in, leased = 0, by = by,
-        at = at,
+        at = at, opened = sent,
       }
+      spend_sent_here(w)
+      windows[#windows + 1] = w
     end
   end
 end
@@ -358,7 +375,9 @@ if gone > 0 or not resolved then
 end
 for _, w in ipairs(windows) do
   out[#out + 1] = 'p:' .. string.format('%d', w.period)
-  out[#out + 1] = string.format('%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at)
+  out[#out + 1] = string.format(
+    '%d:%d:%d:%d:%d:%d:%d', w.limit, w.left, w.ends, w.leased, w.by, w.at, w.opened
+  )
   last = math.max(last, w.ends)
 end
 if #out > 2 or seq > base then

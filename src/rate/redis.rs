@@ -183,6 +183,16 @@ fn explained(error: &RedisError) -> String {
     format!("{text}; {fix}")
 }
 
+/// How many ms before `now` the requests sent without an admission were answered, and how
+/// many then, as the script reads them: `<ms>:<requests>` each, separated by spaces.
+fn answered_ago(answered: &[(Instant, u64)], now: Instant) -> String {
+    let ages: Vec<String> = answered
+        .iter()
+        .map(|(at, requests)| format!("{}:{requests}", millis(now.saturating_duration_since(*at))))
+        .collect();
+    ages.join(" ")
+}
+
 /// Whether the connection was lost, so that a second try on a new one may succeed.
 fn lost(error: &RedisError) -> bool {
     error.is_io_error() || error.is_connection_dropped()
@@ -310,7 +320,7 @@ impl RedisStore {
             .arg(admission.want)
             .arg(millis(LEASE_FOR))
             .arg(returned(admission.news.returns))
-            .arg(admission.news.admitted_here);
+            .arg(answered_ago(admission.news.admitted_here, now));
         for report in admission.news.reports {
             // Rounded down: the store places the end no later than this process does.
             let ends_in = report.ends_at.saturating_duration_since(now);
@@ -319,7 +329,8 @@ impl RedisStore {
                 .arg(report.remaining)
                 .arg(report.period)
                 .arg(ends_in.as_millis() as u64)
-                .arg(report.admitted);
+                .arg(report.admitted)
+                .arg(millis(now.saturating_duration_since(report.sent_at)));
         }
         match connection.invoke(&invocation).await {
             Err(error) if lost(&error) || self.topology.must_ask_again(&error) => {

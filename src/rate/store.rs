@@ -35,6 +35,10 @@ pub(crate) const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// another may: the probe's answer normally releases the others at once.
 pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
 
+/// The most instants at which requests sent without the store's admission were answered, told
+/// at once: an instance sends about its share of a window while the store does not answer.
+const MAX_ADMITTED_HERE: usize = 64;
+
 /// How long a request sent without the store's admission may count in a window: a day, the
 /// longest window a service reports.
 const ADMITTED_HERE_COUNTS_FOR: Duration = Duration::from_secs(86_400);
@@ -57,6 +61,8 @@ pub(crate) struct WindowReport {
     /// The store's number for the admission of the request answered (0: not admitted by the
     /// store): the requests admitted after it are not in `remaining` yet.
     pub(crate) admitted: u64,
+    /// When the request answered was sent: `remaining` counts what this process sent before.
+    pub(crate) sent_at: Instant,
 }
 
 /// What a reported response asked of every instance on the key.
@@ -293,9 +299,11 @@ pub(crate) struct Unsent {
     /// A response came without quiet (a probe is over); it matters until then, when the probe
     /// would have expired anyway.
     normal_until: Option<Instant>,
-    /// Requests this process sent without the store's admission, while it did not answer: the
-    /// service counts them, and the fleet's budgets must too.
-    admitted_here: u64,
+    /// Requests this process sent without the store's admission (while it did not answer), by
+    /// when they were answered, in order: the service counts them, and so must every window of
+    /// the fleet's whose opening answer may not. At most [`MAX_ADMITTED_HERE`] instants, the
+    /// earliest merged into the next.
+    admitted_here: Vec<(Instant, u64)>,
     /// Until when they may count in a window still open: a day, the longest window, after
     /// the last was sent.
     admitted_until: Option<Instant>,
@@ -392,7 +400,12 @@ impl Unsent {
         for report in other.windows {
             self.queue(report);
         }
-        self.admitted_here = self.admitted_here.saturating_add(other.admitted_here);
+        self.admitted_here.extend(other.admitted_here);
+        self.admitted_here.sort_unstable();
+        while self.admitted_here.len() > MAX_ADMITTED_HERE {
+            let (_, earliest) = self.admitted_here.remove(0);
+            self.admitted_here[0].1 = self.admitted_here[0].1.saturating_add(earliest);
+        }
         self.admitted_until = self.admitted_until.max(other.admitted_until);
         for back in other.returns {
             self.give_back(back);
@@ -416,7 +429,7 @@ impl Unsent {
         News {
             reports: &self.windows,
             outcome: self.outcome(now),
-            admitted_here: self.admitted_here,
+            admitted_here: &self.admitted_here,
             returns: &self.returns,
         }
     }
@@ -523,8 +536,9 @@ pub(crate) struct News<'a> {
     pub(crate) reports: &'a [WindowReport],
     /// What a response not yet told asked of every instance.
     pub(crate) outcome: Outcome,
-    /// Requests sent without the store's admission, to be spent from the window budgets.
-    pub(crate) admitted_here: u64,
+    /// Requests sent without the store's admission, by when they were answered, to be spent
+    /// from the window budgets.
+    pub(crate) admitted_here: &'a [(Instant, u64)],
     /// Leased requests not spent, given back.
     pub(crate) returns: &'a [Return],
 }
@@ -700,20 +714,23 @@ impl SharedStore {
         lock(&self.outbox).put(name, unsent, now);
     }
 
-    /// Keeps note that a request of `name` was sent without the store's admission, to be
-    /// spent from the fleet's budgets as soon as the store answers: from a task of its own, as
-    /// a report is, so that it is spent from the window it was sent in, not from the one open
-    /// at this process's next admission.
+    /// Keeps note that a request of `name` sent without the store's admission was answered (or
+    /// given up on) now, to be spent from the fleet's budgets as soon as the store answers:
+    /// from a task of its own, as a report is, so that it is spent from the window it was sent
+    /// in, not from the one open at this process's next admission.
     pub(crate) fn admitted_here(self: &Arc<Self>, name: &str) {
         let now = Instant::now();
         let unsent = Unsent {
-            admitted_here: 1,
+            admitted_here: vec![(now, 1)],
             admitted_until: Some(now + ADMITTED_HERE_COUNTS_FOR),
             ..Unsent::default()
         };
         lock(&self.outbox).put(name, unsent, now);
-        let (tried, _) = tokio::sync::oneshot::channel();
-        tokio::spawn(Arc::clone(self).deliver(name.to_owned(), tried));
+        // Without a runtime (a call dropped as it shuts down), the next admission tells it.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (tried, _) = tokio::sync::oneshot::channel();
+            runtime.spawn(Arc::clone(self).deliver(name.to_owned(), tried));
+        }
     }
 
     /// Keeps `back` to be given back with the next round trip of `name`.
@@ -996,6 +1013,7 @@ mod tests {
             period: 1_000,
             ends_at: Instant::now(),
             admitted,
+            sent_at: Instant::now(),
         }
     }
 

@@ -32,8 +32,11 @@ struct State {
     horizon: i64,
     /// Leases given back with the next call, as the script reads them.
     returns: String,
-    /// The requests the instance it plays sent without an admission, told with its next call.
-    admitted_here: u64,
+    /// The requests the instance it plays sent without an admission, told with its next call:
+    /// `<ms ago they were answered>:<requests>`, separated by spaces.
+    admitted_here: String,
+    /// How many ms before each call the requests whose answers it reports were sent.
+    sent_ago: u64,
 }
 
 impl State {
@@ -51,7 +54,8 @@ impl State {
             want: 1,
             horizon: LEASE_MS,
             returns: String::new(),
-            admitted_here: 0,
+            admitted_here: String::new(),
+            sent_ago: 0,
         }
     }
 
@@ -78,14 +82,15 @@ impl State {
             .arg(self.want)
             .arg(self.horizon)
             .arg(std::mem::take(&mut self.returns))
-            .arg(self.admitted_here);
+            .arg(std::mem::take(&mut self.admitted_here));
         for &(limit, remaining, period, ends_in, admitted) in reports {
             invocation
                 .arg(limit)
                 .arg(remaining)
                 .arg(period)
                 .arg(ends_in)
-                .arg(admitted);
+                .arg(admitted)
+                .arg(self.sent_ago);
         }
         invocation.invoke_async(&mut self.connection).await.unwrap()
     }
@@ -579,7 +584,7 @@ async fn requests_sent_without_redis_are_spent_from_every_open_window_when_told(
     let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
     state.report("", &[(1_000, 900, 90_000, 600_000, 1)]).await;
     state.admits(2..=5).await;
-    state.admitted_here = 3;
+    state.admitted_here = "0:3".to_owned();
     assert_eq!(
         state.admit(&[]).await,
         [0, 0, 6],
@@ -590,6 +595,76 @@ async fn requests_sent_without_redis_are_spent_from_every_open_window_when_told(
         (Some((60, 51)), Some((1_000, 892))),
         "expected the minute and the day to spend admissions 2 to 6 and the three sent without \
          Redis"
+    );
+}
+
+/// `tools/fleet`, 32 processes, Redis killed for 3 s: once it was back, a probe's answer opened
+/// the window again before the instances told of what they had sent while it was down, and
+/// those requests, counted in what the probe's answer had left, were spent from it once more:
+/// the window served 32 to 42 of its 60. A request is not spent from a window whose opening
+/// answer was to a request sent after it was answered.
+#[tokio::test]
+async fn requests_sent_without_redis_are_not_spent_from_a_window_opened_by_a_later_request() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(state.admit(&[]).await, [0, 1, 1], "expected the probe");
+    // The probe was sent 3 s before its answer opened the window.
+    state.sent_ago = 3_000;
+    state.report("ok", &[(60, 30, 1_000, 10_000, 1)]).await;
+    // Two answered 5 s ago, before the probe was sent; one 1 s ago, after it, and perhaps not
+    // counted in its 30.
+    state.admitted_here = "5000:2 1000:1".to_owned();
+    assert_eq!(
+        state.admit(&[]).await,
+        [0, 0, 2],
+        "expected admission 2 to go"
+    );
+    assert_eq!(
+        state.window(1_000).await,
+        Some((60, 28)),
+        "expected the window to spend admission 2 and the request answered after the probe went"
+    );
+}
+
+/// The highest admission number the reports answer is read from each report's six values: a
+/// duration taken for one would read as a number past the state's, and the state as lost.
+#[tokio::test]
+async fn an_admission_with_several_reports_reads_each_reports_admission_number() {
+    let server = RedisServer::start();
+    let mut state = State::probed(&server, (60, 59, 1_000, 10_000, 1)).await;
+    state.admits(2..=4).await;
+    state.seen = 4;
+    state.sent_ago = 20;
+    let reports = [
+        (60, 57, 1_000, 9_000, 2),
+        (60, 56, 1_000, 9_000, 3),
+        (60, 55, 1_000, 9_000, 4),
+    ];
+    assert_eq!(
+        state.admit(&reports).await,
+        [0, 0, 5],
+        "expected admission 5 to go, the state kept"
+    );
+}
+
+/// An evicting Redis loses the state after every write, and each report opens its window
+/// again. A request sent without an admission and answered after the request whose answer
+/// opened it was sent may not be in what that answer had left, though the window was opened
+/// after it.
+#[tokio::test]
+async fn a_window_opened_later_spends_requests_sent_without_redis_after_its_opener() {
+    let server = RedisServer::start();
+    let mut state = State::new(&server).await;
+    assert_eq!(state.admit(&[]).await, [0, 1, 1], "expected the probe");
+    // Told in the call whose report opens the window: the probe was sent 4 s ago, the two
+    // requests answered 2 s ago, after it.
+    state.sent_ago = 4_000;
+    state.admitted_here = "2000:2".to_owned();
+    state.report("ok", &[(60, 30, 1_000, 10_000, 1)]).await;
+    assert_eq!(
+        state.window(1_000).await,
+        Some((60, 28)),
+        "expected the window opened after them to spend the two sent after its opener"
     );
 }
 
