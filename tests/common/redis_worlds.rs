@@ -13,7 +13,7 @@ use std::ops::RangeInclusive;
 use std::time::{Duration, UNIX_EPOCH};
 
 use petstore_client::{PetStoreClient, RedisState, RetryPolicy};
-use petstore_sandbox::{LoggedRequest, Plan, Sandbox, WindowKind};
+use petstore_sandbox::{Fault, LoggedRequest, Plan, QuotaFields, Sandbox, WindowKind};
 use tokio::time::Instant;
 
 use super::matrix::most_in_a_cooldown;
@@ -83,6 +83,11 @@ pub struct World {
     pub day: Option<(Duration, u32)>,
     /// Each fault and when it begins, from the start of the run, in order.
     pub faults: Vec<(Duration, RedisFault)>,
+    /// How the service writes the quota: as specified, in another shape, only on 429s, or not
+    /// at all.
+    pub quota_fields: QuotaFields,
+    /// A delay on every answer of the service.
+    pub round_trip: Option<Duration>,
 }
 
 impl World {
@@ -120,6 +125,16 @@ impl World {
             || !self.faults.iter().any(|(_, fault)| fault.stops_answering())
     }
 
+    /// The world as drawn before the quota's shapes and round trips were drawn: what the
+    /// worlds replayed by name were found in.
+    pub fn first_drawn(self) -> Self {
+        Self {
+            quota_fields: QuotaFields::XRateLimit,
+            round_trip: None,
+            ..self
+        }
+    }
+
     /// How far behind the master its replica follows, when the world fails over.
     pub fn lag(&self) -> Option<Duration> {
         self.faults.iter().find_map(|(_, fault)| match fault {
@@ -142,6 +157,12 @@ impl fmt::Display for World {
         )?;
         if let Some((length, per_day)) = self.day {
             write!(f, ", {per_day} per {} s day", length.as_secs())?;
+        }
+        if self.quota_fields != QuotaFields::XRateLimit {
+            write!(f, ", quota {:?}", self.quota_fields)?;
+        }
+        if let Some(round_trip) = self.round_trip {
+            write!(f, ", {} ms round trips", round_trip.as_millis())?;
         }
         if self.faults.is_empty() {
             write!(f, ", no fault")?;
@@ -192,6 +213,19 @@ pub fn world(seed: u64) -> World {
         faults.push((at, fault));
     }
     faults.sort_by_key(|(at, _)| *at);
+    // Drawn after the rest, so that a seed keeps what it drew before they were added.
+    let quota_fields = if rng.chance(0.15) {
+        rng.pick(&[QuotaFields::OnlyOn429, QuotaFields::Absent])
+    } else {
+        match rng.below(12) {
+            0 => QuotaFields::RepeatedRemaining,
+            1 => QuotaFields::NegativeRemaining,
+            2 => QuotaFields::ResetInSeconds,
+            3 => QuotaFields::Ietf,
+            _ => QuotaFields::XRateLimit,
+        }
+    };
+    let round_trip = rng.chance(0.15).then(|| millis(&mut rng, 50..=300));
     World {
         seed,
         instances,
@@ -201,6 +235,8 @@ pub fn world(seed: u64) -> World {
         sliding,
         day,
         faults,
+        quota_fields,
+        round_trip,
     }
 }
 
@@ -332,12 +368,12 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// The world's sandbox: its plan, windows and kind.
+/// The world's sandbox: its plan, windows and kind, how it writes the quota, its round trips.
 async fn sandbox(world: &World) -> Sandbox {
     let (day, per_day) = world
         .day
         .unwrap_or((Duration::from_secs(86_400), 1_000_000));
-    Sandbox::builder()
+    let sandbox = Sandbox::builder()
         .key(
             KEY,
             Plan::Enterprise {
@@ -352,9 +388,14 @@ async fn sandbox(world: &World) -> Sandbox {
         } else {
             WindowKind::Fixed
         })
+        .quota_fields(world.quota_fields)
         .start()
         .await
-        .expect("the sandbox starts")
+        .expect("the sandbox starts");
+    if let Some(round_trip) = world.round_trip {
+        sandbox.inject(Fault::latency(round_trip));
+    }
+    sandbox
 }
 
 /// Instance `i` of `world`, of its own (`RateLimitScope::Client`, its own `RedisState`) as a

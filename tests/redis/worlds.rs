@@ -1,8 +1,9 @@
 //! Generated worlds of a fleet sharing its state through a real `redis-server`
 //! (`common::redis_worlds`): each seed draws 4 to 64 instances, their tasks, the windows and
 //! up to two Redis faults at instants of the run (a restart, a freeze, a flush, the state
-//! flushed again and again, an eviction, a failover to a replica that lags, slow replies), runs
-//! it on the real clock against the sandbox and a `redis-server` of its own, and checks the
+//! flushed again and again, an eviction, a failover to a replica that lags, slow replies), how
+//! the service shows the quota (in another shape, only on 429s, or not at all) and its round
+//! trips, runs it on the real clock against the sandbox and a `redis-server` of its own, and checks the
 //! invariants: at most one request per instance inside any `Retry-After`, no call pending past
 //! its bound, no call failed but on the rate limit, and no ban unless a fleet of more than 9
 //! met a Redis that stopped answering for a while (then the count is the contract's, as
@@ -16,6 +17,7 @@
 use crate::common;
 
 use common::redis_worlds::{Outcome, RedisFault, WITHOUT_SHARED_STATE, World, run, world};
+use petstore_sandbox::QuotaFields;
 
 /// About two minutes on two loaded cores, four worlds at a time.
 const DEFAULT_WORLDS: u64 = 30;
@@ -129,9 +131,22 @@ fn a_seed_draws_the_same_world_and_every_fault_for_every_fleet() {
         );
         if !small {
             past_the_contract.extend(drawn.faults.iter().map(|(_, fault)| kind(fault)));
+            past_the_contract.insert(quota(drawn.quota_fields));
+            if drawn.round_trip.is_some() {
+                past_the_contract.insert("round trips");
+            }
         }
     }
-    assert_eq!(past_the_contract.len(), 7, "{past_the_contract:?}");
+    assert_eq!(past_the_contract.len(), 7 + 4, "{past_the_contract:?}");
+}
+
+/// How the service shows the quota, in the kinds a fleet meets.
+fn quota(fields: QuotaFields) -> &'static str {
+    match fields {
+        QuotaFields::OnlyOn429 => "quota only on 429s",
+        QuotaFields::Absent => "no quota",
+        _ => "quota on every answer",
+    }
 }
 
 /// A fault's kind, without its durations.
@@ -147,13 +162,13 @@ fn kind(fault: &RedisFault) -> &'static str {
     }
 }
 
-/// Replays `seed`, which broke an invariant when it was found, and holds it to no ban as well
-/// as to the invariants of its kind: each fix since keeps its fleet from a ban. On the real
-/// clock a world does not run the same each time: each test says how often its world broke
-/// when replayed.
+/// Replays `seed` as first drawn ([`World::first_drawn`]), which broke an invariant when it
+/// was found, and holds it to no ban as well as to the invariants of its kind: each fix since
+/// keeps its fleet from a ban. On the real clock a world does not run the same each time: each
+/// test says how often its world broke when replayed.
 #[track_caller]
 fn replay(seed: u64) {
-    let world = world(seed);
+    let world = world(seed).first_drawn();
     let (line, outcome) = play(&world);
     if let Err(broken) = outcome.check(&world) {
         panic!("{line}\n  broke: {broken}");
