@@ -41,7 +41,7 @@ use url::Url;
 
 use crate::clock::{self, Clock, ServerClock, ServerTime};
 use crate::headers::{self, Head, Quiet, Quota, QuotaReading, ResetGiven};
-use budget::{Budgets, Own};
+use budget::{Budgets, Known, Own};
 use gate::Gate;
 pub(crate) use identity::is_loopback;
 use lease::{Grant, Lease};
@@ -66,6 +66,11 @@ const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
 /// A request that goes alone to find out the budget.
 const PROBE: Decision = Decision::Go { probe: true };
+
+/// How long an instance whose first admission found no state, while others listen, waits for
+/// their answers to its ask for a quiet: a Redis that evicts the state as soon as it is
+/// written keeps no cooldown for instances that start during one.
+const ASK_FOR: Duration = Duration::from_millis(50);
 
 /// Independent instances that the discipline keeps from a ban without shared state, against a
 /// service that bans at the tenth request inside one `Retry-After`.
@@ -163,6 +168,17 @@ impl Shared {
         self.wake(wake);
     }
 
+    /// Another instance, which found no state, asks for the quiet this one keeps: what holds
+    /// every request here, a cooldown or a spent window, is told to every instance.
+    fn asked(&self, store: &Arc<SharedStore>, name: &str) {
+        let now = Instant::now();
+        let Some(left) = self.lock().quiet_left(now) else {
+            return;
+        };
+        let (store, name) = (Arc::clone(store), name.to_owned());
+        tokio::spawn(async move { store.publish(&name, Some(left)).await });
+    }
+
     /// Tells the first in line that what is known changed, if it is waiting.
     fn wake(&self, front_waiting: bool) {
         if front_waiting {
@@ -235,6 +251,7 @@ impl StoreLink {
                         shared.counted.notify_waiters();
                     }
                     Told::Uncounted => shared.counted.notify_waiters(),
+                    Told::Asked => shared.asked(&store, &name),
                     Told::Nothing => {}
                 }
                 true
@@ -545,15 +562,28 @@ impl RateLimiter {
         (permit, Some(ask))
     }
 
+    /// The store's verdict on `ask`, and whether it found no state while others listen: a
+    /// state lost as soon as it is written keeps no cooldown, so the others are asked for the
+    /// quiet they keep, and given [`ASK_FOR`] to answer, before the probe goes.
+    async fn verdict(&self, link: &StoreLink, ask: &Ask) -> (Option<Verdict>, bool) {
+        let verdict = (link.store)
+            .admit(&link.name, ask.metered, ask.seen, ask.want)
+            .await;
+        let found_none = verdict.as_ref().is_some_and(Verdict::opens_the_state)
+            && self.shared.lock().store.listeners > 1;
+        if found_none {
+            link.store.publish(&link.name, None).await;
+            tokio::time::sleep(ASK_FOR).await;
+        }
+        (verdict, found_none)
+    }
+
     /// Asks the fleet's shared state whether the request the process admitted may go;
     /// `None` if the fleet holds it (the process then holds every request as long).
     async fn ask_store<'a>(&'a self, mut permit: Permit<'a>, ask: Ask) -> Option<Permit<'a>> {
         let link = self.store.as_ref()?;
         let asked = Instant::now();
-        let verdict = link
-            .store
-            .admit(&link.name, ask.metered, ask.seen, ask.want)
-            .await;
+        let (verdict, found_none) = self.verdict(link, &ask).await;
         let shared = permit.shared;
         let mut probe_over = false;
         let (permit, wake) = {
@@ -563,8 +593,10 @@ impl RateLimiter {
             state.store.seen = state.store.seen.max(given);
             let answered = permit.answered(&mut state);
             // A response of this process asked for quiet while the store decided, too late for
-            // the store to have heard of it.
-            let quiet_since = state.gate.generation() != permit.generation;
+            // the store to have heard of it, or another instance answered the ask with one.
+            let told = found_none && state.store.held_for_quiet(Instant::now());
+            probe_over |= told;
+            let quiet_since = state.gate.generation() != permit.generation || told;
             match verdict {
                 Some(Verdict::Go {
                     probe,
@@ -845,6 +877,25 @@ impl State {
             _ => wait,
         };
         self.store.remote = Some((clock::after(wait), hold));
+    }
+
+    /// How long every request here still holds, by what the service told this process, for a
+    /// quiet or a spent window. What others told it is theirs to tell: told again, each
+    /// hearing's jitter would lengthen it.
+    fn quiet_left(&self, now: Instant) -> Option<Duration> {
+        let spent = match self.budgets.known(now) {
+            Known::Budget(budget) => (budget.windows.iter())
+                .filter(|w| w.remaining == 0)
+                .filter_map(|w| w.ends.map(|span| span.reopens))
+                .max(),
+            _ => None,
+        };
+        [self.gate.closed_until(now), spent]
+            .into_iter()
+            .flatten()
+            .max()
+            .and_then(|until| until.checked_duration_since(now))
+            .filter(|left| !left.is_zero())
     }
 
     /// The instances this process counts on the key itself: at least as many as the store

@@ -39,6 +39,10 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// wait doubles up to [`RETRY_EVERY`].
 const FIRST_RECOUNT: Duration = Duration::from_millis(100);
 
+/// What an instance publishes on a key's quiet channel to ask the others for the quiet they
+/// keep; a quiet is published as its length in ms.
+const ASK: &str = "?";
+
 /// Where the shared state's Redis is.
 pub(crate) enum Topology {
     /// One server, over TCP, TLS or a Unix socket.
@@ -115,8 +119,11 @@ impl Topology {
                     let mut count_every = FIRST_RECOUNT;
                     loop {
                         let told = match tokio::time::timeout_at(count_at, messages.next()).await {
-                            Ok(Some(message)) => match message.get_payload::<u64>() {
-                                Ok(wait) => Told::Quiet(Duration::from_millis(wait)),
+                            Ok(Some(message)) => match message.get_payload::<String>() {
+                                Ok(ask) if ask == ASK => Told::Asked,
+                                Ok(wait) => wait.parse().map_or(Told::Nothing, |wait| {
+                                    Told::Quiet(Duration::from_millis(wait))
+                                }),
                                 Err(_) => Told::Nothing,
                             },
                             Ok(None) => break,
@@ -221,6 +228,15 @@ impl Connection {
         match self {
             Self::Manager(connection) => invocation.invoke_async(connection).await,
             Self::Cluster(connection) => invocation.invoke_async(connection).await,
+        }
+    }
+
+    async fn publish(&mut self, channel: &str, message: &str) -> RedisResult<()> {
+        let mut command = redis::cmd("PUBLISH");
+        command.arg(channel).arg(message);
+        match self {
+            Self::Manager(connection) => command.query_async(connection).await,
+            Self::Cluster(connection) => command.query_async(connection).await,
         }
     }
 
@@ -502,6 +518,19 @@ impl Store for RedisStore {
     fn listen(&self, name: &str, heard: Heard) {
         let channel = format!("{name}:quiet");
         tokio::spawn(Arc::clone(&self.topology).listen(channel, heard));
+    }
+
+    fn publish<'a>(
+        &'a self,
+        name: &'a str,
+        quiet: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let message = quiet.map_or_else(|| ASK.to_owned(), |wait| millis(wait).to_string());
+            let mut connection = self.connection().await?;
+            (connection.publish(&format!("{name}:quiet"), &message).await)
+                .map_err(|error| explained(&error))
+        })
     }
 }
 

@@ -113,6 +113,19 @@ impl Verdict {
             Self::Hold(..) => 1,
         }
     }
+
+    /// Whether it admits the probe of a state the store did not hold, as its first admission.
+    pub(crate) fn opens_the_state(&self) -> bool {
+        matches!(
+            self,
+            Self::Go {
+                probe: true,
+                lost: false,
+                admitted: 1,
+                ..
+            }
+        )
+    }
 }
 
 /// What this process heard from the shared store.
@@ -233,6 +246,11 @@ pub(crate) struct Losses {
 }
 
 impl Exchange {
+    /// Whether the fleet holds every request of this process for a quiet at `now`.
+    pub(crate) fn held_for_quiet(&self, now: Instant) -> bool {
+        matches!(self.remote, Some((until, Hold::Cooldown)) if until > now)
+    }
+
     /// The store lost the state at `now`: once a minute at most, a WARN says so and what to
     /// change.
     pub(crate) fn lost(&mut self, now: Instant) {
@@ -569,6 +587,8 @@ pub(crate) enum Told {
     Listeners(u64),
     /// The store cannot count them now (it does not subscribe, or did not answer).
     Uncounted,
+    /// An instance that found no state asks the others for the quiet they keep.
+    Asked,
     /// Nothing: whether it is still wanted.
     Nothing,
 }
@@ -593,9 +613,17 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>>;
 
     /// Tells `heard` of every quiet reported for `name` from now on, as it is reported (the
-    /// message reaches the fleet even when the store loses the state itself), and of how many
-    /// instances listen, once a [`RETRY_EVERY`].
+    /// message reaches the fleet even when the store loses the state itself), of every ask for
+    /// one, and of how many instances listen, once a [`RETRY_EVERY`].
     fn listen(&self, name: &str, heard: Heard);
+
+    /// Tells every instance listening for `name` of a quiet this long, or, with `None`, asks
+    /// them for theirs.
+    fn publish<'a>(
+        &'a self,
+        name: &'a str,
+        quiet: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// A store, with its timeout, its health and the reports that wait for it, shared by every
@@ -705,6 +733,11 @@ impl SharedStore {
     /// See [`Store::listen`].
     pub(crate) fn listen(&self, name: &str, heard: Heard) {
         self.store.listen(name, heard);
+    }
+
+    /// See [`Store::publish`]; a store that does not answer in time is not waited for.
+    pub(crate) async fn publish(&self, name: &str, quiet: Option<Duration>) {
+        let _ = tokio::time::timeout(self.timeout, self.store.publish(name, quiet)).await;
     }
 
     /// Keeps `report` to be sent with the next admission of `name`.
