@@ -254,3 +254,49 @@ fn thirty_six_instances_through_slow_replies_seed_9() {
 fn forty_six_instances_while_redis_keeps_losing_the_state_seed_38() {
     replay(38);
 }
+
+/// Replays `seed` as drawn, and holds it to the invariants of its kind.
+#[track_caller]
+fn replay_as_drawn(seed: u64) {
+    let world = world(seed);
+    let (line, outcome) = play(&world);
+    if let Err(broken) = outcome.check(&world) {
+        panic!("{line}\n  broke: {broken}");
+    }
+}
+
+/// Seed 65: 8 instances, 3 tasks each, 30 per 2 s window, the quota only on 429s, no fault:
+/// 8 × 429, and an instance sent 2 requests inside one `Retry-After`. Not fixed.
+#[test]
+#[ignore = "an instance sends 2 requests inside one Retry-After"]
+fn eight_instances_on_a_service_that_shows_the_quota_only_on_429s_seed_65() {
+    replay_as_drawn(65);
+}
+
+/// Seed 36: 18 instances, 2 tasks each, 30 per 2 s window, no quota on any answer, Redis
+/// restarted 2.77 s in, down 831 ms: an instance sent 2 requests inside one `Retry-After`.
+/// Not fixed.
+#[test]
+#[ignore = "an instance sends 2 requests inside one Retry-After"]
+fn eighteen_instances_without_quota_headers_through_a_restart_seed_36() {
+    replay_as_drawn(36);
+}
+
+/// Seed 56: 27 instances, 4 tasks each, 60 per 2 s window and 60 per 10 s day, no quota on any
+/// answer, Redis restarted 0.97 s in, down 46 ms: an instance sent 2 requests inside one
+/// `Retry-After`. Not fixed.
+#[test]
+#[ignore = "an instance sends 2 requests inside one Retry-After"]
+fn twenty_seven_instances_without_quota_headers_through_a_short_restart_seed_56() {
+    replay_as_drawn(56);
+}
+
+/// Seed 90: 22 instances, 2 tasks each, 60 per 2 s window, no quota on any answer, replies
+/// 69 to 247 ms late from 2.49 s, then Redis restarted 2.83 s in, down 837 ms: 41 × 429 and a
+/// ban (a fleet of more than 9 while Redis did not answer), and an instance sent 2 requests
+/// inside one `Retry-After`. Not fixed.
+#[test]
+#[ignore = "an instance sends 2 requests inside one Retry-After"]
+fn twenty_two_instances_without_quota_headers_through_slow_replies_and_a_restart_seed_90() {
+    replay_as_drawn(90);
+}
