@@ -841,12 +841,13 @@ impl State {
         // otherwise, as without one, this process counts the others itself, as at least the
         // instances the store last said listen.
         let (exact, metered) = (self.store.exact(now), pacing != Pacing::Off);
-        let instances = if exact { 1.0 } else { self.uncounted() };
+        let counted = self.uncounted();
         let view = View {
             gate: &self.gate,
             remote: self.store.remote.filter(|(until, _)| *until > now),
             known: self.budgets.known(now),
-            instances,
+            instances: if exact { 1.0 } else { counted },
+            others: counted > 1.0,
             wire: self.wire,
         };
         match (pacer::decide(&view, pacing, now), self.store.asking_again) {

@@ -60,10 +60,11 @@ const ROUNDING: Duration = Duration::from_secs(1);
 /// Rule W: the other instances, unseen, that the contract covers beside this one.
 const UNSEEN: u64 = 8;
 
-/// Rule S: the most requests on the wire at once without rate-limit headers is 2 to the
-/// power of the answers in a row less one, and in an assumed window, at most 2 to this: the
-/// first 429 finds at most 8 requests of an instance, fewer than a service that bans at the
-/// tenth needs to ban it.
+/// Rule S: the most requests of a key's only user on the wire at once without rate-limit
+/// headers is 2 to the power of the answers in a row less one, and in an assumed window, at
+/// most 2 to this: the first 429 finds at most 8 requests of an instance, fewer than a service
+/// that bans at the tenth needs to ban it. With others seen, one: the first 429 finds at most
+/// one of each instance.
 const MAX_DOUBLINGS: u32 = 3;
 
 /// Why a request waits.
@@ -112,8 +113,11 @@ pub(crate) struct View<'a> {
     /// A hold the fleet's shared state asked for, while it lasts.
     pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
-    /// How many instances spend the key (rule O), at least 1.
+    /// How many instances spend the key (rule O), at least 1; 1 while a shared store counts
+    /// them all.
     pub(crate) instances: f64,
+    /// Another instance spends the key, as rule O or a shared store counts them.
+    pub(crate) others: bool,
     pub(crate) wire: Wire,
 }
 
@@ -186,6 +190,9 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         // Rule S.
         // A first answer without headers may be a proxy's error page: the doubling starts at
         // the second.
+        Known::Unreported(_) if view.others && in_flight > 0 => {
+            return Decision::ForResponse(Hold::Pace);
+        }
         Known::Unreported(answers) => {
             let most = 1u64 << answers.saturating_sub(1).min(MAX_DOUBLINGS);
             return if in_flight >= most {
@@ -201,7 +208,8 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
         return hold;
     }
     // Rule S in an assumed window: its budget is a guess that only a 429 corrects.
-    if in_flight >= 1 << MAX_DOUBLINGS && budget.windows.iter().any(|w| w.ends.is_none()) {
+    let most = if view.others { 1 } else { 1 << MAX_DOUBLINGS };
+    if in_flight >= most && budget.windows.iter().any(|w| w.ends.is_none()) {
         return Decision::ForResponse(Hold::Pace);
     }
     if pacing == Pacing::Sole {
@@ -301,6 +309,7 @@ mod tests {
             remote: None,
             known,
             instances,
+            others: instances > 1.0,
             wire: Wire {
                 in_flight,
                 sent: in_flight,
@@ -416,6 +425,26 @@ mod tests {
                 decide(&eight, pacing, now),
                 Decision::ForResponse(Hold::Pace),
                 "{pacing:?}: a 429 from a window the headers never showed finds at most 8"
+            );
+        }
+    }
+
+    #[test]
+    fn with_others_seen_and_no_headers_one_request_at_a_time() {
+        let gate = Gate::default();
+        let t0 = Instant::now();
+        let now = t0 + secs(2.0);
+        let mut budgets = budgets_of(1_000, 900, secs(1.0), t0);
+        budgets.report_none(now, Own::default());
+        for known in [Known::Unreported(40), budgets.known(now)] {
+            let mut others = view(&gate, known.clone(), 1.0, 0, now);
+            others.others = true;
+            assert_eq!(decide(&others, Pacing::Shared, now), GO, "{known:?}");
+            others.wire.in_flight = 1;
+            assert_eq!(
+                decide(&others, Pacing::Shared, now),
+                Decision::ForResponse(Hold::Pace),
+                "{known:?}: the first 429 finds at most one request of this instance"
             );
         }
     }
