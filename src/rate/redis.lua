@@ -39,9 +39,9 @@
 -- requests admitted after it are taken off, since they went out after it and may not be
 -- counted yet. A window already open counts every admission itself, and a report only ever
 -- lowers it (spending the store did not see: an instance while Redis was down, a client
--- without it). A request admitted before the one that opened the window can still reach the
--- service after it (the replies of a slow Redis come back 50 to 300 ms apart): its answer, with
--- less left than the opener's, is the window's to spend too.
+-- without it). A request admitted before the one that opened the window, or by a state lost
+-- since, can still reach the service after it (the replies of a slow Redis come back 50 to
+-- 300 ms apart): its answer, with less left than the opener's, is the window's to spend too.
 --
 -- Windows are told apart by their period, never by their limit: a minute and a day may share
 -- one, and a service may report another limit with each answer. At most MAX_WINDOWS are kept,
@@ -217,7 +217,8 @@ for i = 10, #ARGV - 5, 6 do
   -- had left does not count the requests that state admitted after it: it opens no window.
   local admitted = clamp(ARGV[i + 4], 0, MOST)
   local sent = now - clamp(ARGV[i + 5], 0, YEAR)
-  if admitted > 0 and admitted <= base then
+  local lost_since = admitted > 0 and admitted <= base
+  if lost_since then
     admitted, stale = 0, true
   end
   -- A period that was over when its answer arrived says nothing about the next, and one that
@@ -233,9 +234,9 @@ for i = 10, #ARGV - 5, 6 do
       end
     end
     if found then
-      -- Admitted before the opener and counted after it: in neither what the opener had left
-      -- nor the admissions after it.
-      if admitted > 0 and admitted < found.by and left < found.at then
+      -- Admitted before the opener, or by a state lost since, and counted after it: in
+      -- neither what the opener had left nor the admissions after it.
+      if (lost_since or (admitted > 0 and admitted < found.by)) and left < found.at then
         found.left = found.left - 1
       end
       -- Answers arrive out of order: the lowest report wins, never a higher one.

@@ -505,6 +505,47 @@ async fn a_report_of_a_request_a_lost_state_admitted_opens_no_window_and_ends_no
     }
 }
 
+/// Found tracing Redis worlds seed 111 (34 instances, Redis flushed every 20 ms, on a loaded
+/// machine): a request admitted by a state lost since can reach the service after the probe
+/// whose answer opened the window again, while admissions of the new state are on the wire, and
+/// be counted in neither. Its answer, with less left than the opener's, is the window's to
+/// spend; one with more left arrived before the opener, which counts it.
+#[tokio::test]
+async fn a_request_a_lost_state_admitted_and_counted_after_the_window_opened_again_is_spent_from_it()
+ {
+    let server = RedisServer::start();
+    for (left_at_arrival, left_after) in [(19, 17), (21, 18)] {
+        let mut state = State::probed(&server, (30, 29, 1_000, 2_000, 1)).await;
+        state.admits(2..=10).await;
+        state.clear().await;
+        state.seen = 10;
+        let probe = state.admit(&[]).await;
+        assert_eq!(
+            probe[..2],
+            [0, 2],
+            "expected the finder's probe, got {probe:?}"
+        );
+        let first = probe[2];
+        state.seen = u64::try_from(first).unwrap();
+        state
+            .report("ok", &[(30, 20, 1_000, 1_900, state.seen)])
+            .await;
+        state.admits(first + 1..=first + 2).await;
+        // The answer to admission 7 of the lost state.
+        state
+            .report("", &[(30, left_at_arrival, 1_000, 1_900, 7)])
+            .await;
+        assert_eq!(
+            state.window(1_000).await,
+            Some((30, left_after)),
+            "expected {left_at_arrival} left at its arrival to leave {left_after}: {:?}",
+            state.fields().await
+        );
+        state.clear().await;
+        state.seen = 0;
+    }
+}
+
 /// A Redis that evicts the state as soon as it is written lets an instance that never saw it open
 /// a new one, numbered from 1, whose count is lower than the numbers the other instances were
 /// given: it reads as lost to them too, but its probe, already out, still goes alone.

@@ -300,3 +300,18 @@ fn twenty_seven_instances_without_quota_headers_through_a_short_restart_seed_56(
 fn twenty_two_instances_without_quota_headers_through_slow_replies_and_a_restart_seed_90() {
     replay_as_drawn(90);
 }
+
+/// Seed 111: 34 instances, 3 tasks each, 20 per 2 s window, Redis flushed every 20 ms for
+/// 2.61 s from 3.29 s, and once more at 3.49 s: banned (14 × 429, 13 inside a wait from 13
+/// instances), at most one request per instance inside a `Retry-After`, in a run of 300 worlds
+/// four at a time beside the rest of the Redis tests. Replayed 60 times since, up to eight at
+/// once: no ban, up to 7 requests inside a wait. Traced: an instance admitted by the state
+/// another instance opened anew after a loss trusts its count, which misses the lost state's
+/// admissions still on the wire. Telling such instances of the loss, so that each counted the
+/// others itself for 2 s, kept it to 2 inside a wait in 24 replays, but cost a fleet of 32 a
+/// quarter of the window after a restart of Redis. Not fixed.
+#[test]
+#[ignore = "a fleet of 34 can be banned while Redis keeps losing the state"]
+fn thirty_four_instances_while_redis_is_flushed_again_and_again_seed_111() {
+    replay_as_drawn(111);
+}
