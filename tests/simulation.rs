@@ -517,3 +517,52 @@ fn two_instances_on_two_second_windows_and_a_six_second_day_soak_seed_97429() {
 fn four_clients_on_a_sliding_window_without_headers_soak_seed_97621() {
     assert_world_keeps_the_invariants(97621);
 }
+
+/// Soak seed 202480: 32 independent instances, 2 tasks each, 30 per 10 s windows,
+/// `X-RateLimit-Remaining` repeated, two injected 429s with `Retry-After: 11`, half the calls
+/// cancelled, backends' `Date`s 3 s ahead, 2 s behind and 1 s ahead, every answer 304 ms late:
+/// banned (50 × 429, 47 requests inside a wait), and an instance sent 2 requests inside one
+/// `Retry-After` (contract 1). Breaks as well without the rule that keeps one request on the
+/// wire with others seen. Not fixed.
+#[test]
+#[ignore = "an instance sends 2 requests inside one Retry-After"]
+fn thirty_two_instances_with_a_repeated_remaining_and_injected_429s_soak_seed_202480() {
+    assert_world_keeps_the_invariants(202480);
+}
+
+/// Soak seed 205781: one instance, sliding windows of 60 per 10 s, three injected 503s whose
+/// `Retry-After` is a date in 1970, a 502 without rate-limit headers, backends' `Date`s 180 s
+/// and 44 s ahead, every answer 90 ms late: 3 × 429 in one window, at most 2 allowed. Not
+/// fixed.
+#[test]
+#[ignore = "more 429s in one window than its kind allows"]
+fn one_instance_with_503s_of_a_past_retry_after_on_sliding_windows_soak_seed_205781() {
+    assert_world_keeps_the_invariants(205781);
+}
+
+/// Soak seed 210236: three independent instances started 624 ms apart, 4 tasks each, 10 per
+/// 2 s windows, the IETF fields, every answer 193 ms late: goodput 33.3% against a floor of
+/// 50%, one full window of three served. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn three_instances_started_apart_on_two_second_windows_soak_seed_210236() {
+    assert_world_keeps_the_invariants(210236);
+}
+
+/// Soak seed 219243: eight independent instances, every other naming the service `localhost`,
+/// 20 per 2 s windows, the reset given in seconds, answers 61 ms late and half of them 158 ms
+/// more: goodput 33.3% against a floor of 50%, one full window of three served. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn eight_instances_under_two_host_names_on_two_second_windows_soak_seed_219243() {
+    assert_world_keeps_the_invariants(219243);
+}
+
+/// Soak seed 219392: four independent instances, 2 tasks each, 20 per 2 s windows, the reset
+/// given in seconds, a tenth of the answers 161 ms late: goodput 47.5% against a floor of 50%,
+/// the second full window served by none. Not fixed.
+#[test]
+#[ignore = "goodput under the floor of its kind"]
+fn four_instances_on_two_second_windows_with_the_reset_in_seconds_soak_seed_219392() {
+    assert_world_keeps_the_invariants(219392);
+}
