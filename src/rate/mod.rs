@@ -55,7 +55,7 @@ pub(crate) use redis::{
 };
 pub use registry::RateLimitScope;
 pub(crate) use store::SharedStore;
-use store::{Exchange, Heard, Outcome, Present, Told, Verdict, WindowReport};
+use store::{Exchange, Heard, Outcome, Present, Seen, Told, Verdict, WindowReport};
 
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
@@ -279,8 +279,8 @@ impl StoreLink {
 struct Ask {
     /// Whether to spend from the window budgets, or only obey the cooldown.
     metered: bool,
-    /// The highest admission number the store gave this process ([`Exchange::seen`]).
-    seen: u64,
+    /// What the store gave this process ([`Exchange::seen`]).
+    seen: Seen,
     /// Admitted as if the store counted every instance: without its verdict, decided again.
     exact: bool,
     /// How many requests to admit at once: more than one asks for a lease.
@@ -588,9 +588,7 @@ impl RateLimiter {
         let mut probe_over = false;
         let (permit, wake) = {
             let mut state = shared.lock();
-            state.store.live = verdict.is_some();
-            let given = verdict.as_ref().map_or(0, Verdict::highest_admitted);
-            state.store.seen = state.store.seen.max(given);
+            state.store.verdict(verdict.as_ref(), asked);
             let answered = permit.answered(&mut state);
             // A response of this process asked for quiet while the store decided, too late for
             // the store to have heard of it, or another instance answered the ask with one.
@@ -601,11 +599,15 @@ impl RateLimiter {
                 Some(Verdict::Go {
                     probe,
                     lost,
+                    lost_since,
                     admitted,
                     lease,
                 }) if !quiet_since => {
                     if lost {
                         state.store.lost(asked);
+                    }
+                    if lost_since {
+                        state.store.lost_since(asked);
                     }
                     // A loss this instance did not know of: a Redis that evicts the state loses
                     // it for every instance at once, and each probes only as rule N draws it. One

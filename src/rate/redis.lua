@@ -10,7 +10,8 @@
 -- ARGV[3]  how long one instance may probe an unknown period, ms
 -- ARGV[4]  what the reported response asked: '' nothing, 'ok' no quiet, or quiet for N ms
 -- ARGV[5]  the highest admission number this instance was given for the state ('1' if it saw
---          the state and was given none, '0' if it never saw it)
+--          the state and was given none, '0' if it never saw it), and ':<ms>' how long ago its
+--          last request was admitted, if one was
 -- ARGV[6]  how many requests the instance asks for at once, this one included (absent: 1); more
 --          than one asks for a lease (below)
 -- ARGV[7]  how long a lease may be spent, ms
@@ -49,7 +50,8 @@
 --
 -- Fields: 'seq' (admissions so far), 'base' (the number admissions started from after the
 -- state was last lost, unset before), 'cool' (quiet until), 'half' (a quiet was asked and no
--- normal answer came since), 'probe' (an instance probes until), 'gone' =
+-- normal answer came since), 'probe' (an instance probes until), 'fresh' (until when the
+-- instances a state lost while admitting admitted are told so), 'gone' =
 -- '<period>:<resolved>' (the latest period that ended here: a late report of it or of an
 -- earlier one cannot bring it back, and it is resolved, no longer unknown, once a later period
 -- of any window is reported), and 'p:<period>' = '<limit>:<left>:<ends>:<leased>:<by>:<at>'
@@ -58,8 +60,9 @@
 -- request was sent).
 --
 -- Returns {verdict, n, seq}: {0, 0, seq} go, {0, 1, seq} go as the probe, {0, 2, seq} go as the
--- probe of a state this instance saw and Redis lost or rolled back (seq: the admission number),
--- {1, ms} hold
+-- probe of a state this instance saw and Redis lost or rolled back, {0, 3, seq} go and {0, 4,
+-- seq} go as the probe, the state that admitted this instance's requests lost since while it
+-- admitted others (seq: the admission number), {1, ms} hold
 -- for the cooldown,
 -- {2, ms} hold while another instance probes, {3, ms, limit, ends, period} hold until a spent
 -- window ends (its limit, ms until its period ends, and the period: what each instance keeps
@@ -88,6 +91,10 @@ local YEAR = 366 * 86400 * 1000
 local MAX_WINDOWS = 4
 -- A lease takes at most this share of what is left (1 / LEASE_SHARE), and one request at least.
 local LEASE_SHARE = 16
+-- A state found lost by an instance admitted within this many ms was admitting requests, some
+-- still on the wire and counted by no window: for as long, each instance admitted by it is
+-- told, and counts the others itself (LOST_SINCE_FOR in store.rs).
+local LOST_SINCE = 2000
 
 -- `value` as an integer from `low` to `high`; what is not a number reads as `low`.
 local function clamp(value, low, high)
@@ -98,7 +105,7 @@ local function clamp(value, low, high)
   return math.max(low, math.min(high, math.floor(n)))
 end
 
-local seq, base, cool, half, probe = 0, 0, 0, 0, 0
+local seq, base, cool, half, probe, fresh = 0, 0, 0, 0, 0, 0
 local gone, resolved = 0, true
 local windows = {}
 local fields = redis.call('HGETALL', key)
@@ -106,7 +113,8 @@ local fields = redis.call('HGETALL', key)
 -- without persistence, a failover to a replica that lagged, or expired while unused): what it
 -- held, a cooldown or a spent budget, is unknown, never a fresh budget. As after a quiet, one
 -- request probes and the others wait for its answer, whether the budgets are spent or not.
-local seen = clamp(ARGV[5], 0, MOST)
+local seen_number, admitted_ago = string.match(ARGV[5] or '', '^(%d+):?(%d*)$')
+local seen = clamp(seen_number, 0, MOST)
 for i = 14, #ARGV, 6 do
   seen = math.max(seen, clamp(ARGV[i], 0, MOST))
 end
@@ -123,6 +131,8 @@ for i = 1, #fields, 2 do
     half = clamp(value, 0, 1)
   elseif field == 'probe' then
     probe = clamp(value, 0, MOST)
+  elseif field == 'fresh' then
+    fresh = clamp(value, 0, MOST)
   elseif field == 'gone' then
     local period, done = string.match(value, '^(%d+):([01])$')
     if period then
@@ -167,7 +177,11 @@ if lost then
   half = 1
   base = math.min(math.max(seen + 1, now_us), MOST)
   seq = math.max(seq, base)
+  if admitted_ago ~= nil and admitted_ago ~= '' and tonumber(admitted_ago) < LOST_SINCE then
+    fresh = now + LOST_SINCE
+  end
 end
+local lost_since = not lost and fresh > now and seen > 1 and seen <= base
 
 -- What an instance leased and did not spend; a window it no longer finds has ended or was lost.
 -- A lease numbered past the admissions counted here, or before they started again after a loss,
@@ -329,10 +343,10 @@ if ARGV[1] == 'admit' then
     end
     local first = seq + 1
     seq = seq + granted
-    verdict = { 0, 0, first }
+    verdict = { 0, lost_since and 3 or 0, first }
     if unknown then
       probe = now + clamp(ARGV[3], 0, YEAR)
-      verdict = { 0, lost and 2 or 1, first }
+      verdict = { 0, lost and 2 or (lost_since and 4 or 1), first }
     end
     if metered then
       for _, w in ipairs(windows) do
@@ -370,6 +384,9 @@ end
 if probe > now then
   out[#out + 1] = 'probe'; out[#out + 1] = string.format('%d', probe)
   last = math.max(last, probe)
+end
+if fresh > now then
+  out[#out + 1] = 'fresh'; out[#out + 1] = string.format('%d', fresh)
 end
 if gone > 0 or not resolved then
   out[#out + 1] = 'gone'; out[#out + 1] = string.format('%d:%d', gone, resolved and 1 or 0)

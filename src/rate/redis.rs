@@ -22,8 +22,8 @@ use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock::lock;
 use super::pacer::Hold;
 use super::store::{
-    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, SharedStore, Spent, Store,
-    Told, Verdict,
+    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, Seen, SharedStore, Spent,
+    Store, Told, Verdict,
 };
 
 /// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
@@ -331,8 +331,18 @@ impl RedisStore {
             // At least 1 ms: 0 would read as no quiet at all.
             Outcome::Quiet(wait) => invocation.arg(millis(wait).max(1)),
         };
+        // The highest number given, and how many ms ago a request was last admitted.
+        let seen = admission.seen;
+        let seen = match seen.admitted_at {
+            Some(at) => format!(
+                "{}:{}",
+                seen.number,
+                millis(now.saturating_duration_since(at))
+            ),
+            None => seen.number.to_string(),
+        };
         invocation
-            .arg(admission.seen)
+            .arg(seen)
             .arg(admission.want)
             .arg(millis(LEASE_FOR))
             .arg(returned(admission.news.returns))
@@ -487,8 +497,9 @@ impl Store for RedisStore {
             let wait = Duration::from_millis(count(n));
             Ok(match verdict {
                 0 => Verdict::Go {
-                    probe: n >= 1,
+                    probe: matches!(n, 1 | 2 | 4),
                     lost: n == 2,
+                    lost_since: n >= 3,
                     admitted: count(admitted),
                     lease,
                 },
@@ -507,7 +518,10 @@ impl Store for RedisStore {
             let admission = Admission {
                 news,
                 metered: true,
-                seen: 1,
+                seen: Seen {
+                    number: 1,
+                    admitted_at: None,
+                },
                 want: 1,
             };
             self.run(name, "report", admission).await?;

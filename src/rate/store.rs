@@ -86,6 +86,9 @@ pub(crate) enum Verdict {
         probe: bool,
         /// The state this instance saw was lost (evicted, flushed, a failover): it probes.
         lost: bool,
+        /// Another instance found lost, while it admitted requests, the state that admitted
+        /// this one's: its admissions may be on the wire, counted by no window.
+        lost_since: bool,
         admitted: u64,
         lease: Option<Grant>,
     },
@@ -141,7 +144,7 @@ pub(crate) struct Exchange {
     pub(crate) live: bool,
     /// The highest admission number the store gave this process, or 1 once it answered without
     /// one: a store that holds no state, or counts fewer admissions, lost it.
-    pub(crate) seen: u64,
+    pub(crate) seen: Seen,
     /// The store's last admission opened the state: it has counted no other instance yet.
     pub(crate) unconfirmed: bool,
     /// How many instances the store last said hear the key's quiets.
@@ -155,6 +158,14 @@ pub(crate) struct Exchange {
     pub(crate) leasing: bool,
     /// The fleet's window as answers and the store showed it, kept through a loss of the state.
     pub(crate) periods: Periods,
+}
+
+/// The highest admission number the store gave this process for the state (1 if it answered
+/// without one, 0 if it never answered), and when it last admitted a request of it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) number: u64,
+    pub(crate) admitted_at: Option<Instant>,
 }
 
 /// The periods of the fleet's window, as this instance saw them end: rule N shares their
@@ -233,11 +244,18 @@ const LEAST_LENGTH: Duration = Duration::from_secs(2);
 /// others as if there were no store, and the least time between two log lines of losses.
 pub(crate) const LOST_FOR: Duration = Duration::from_secs(60);
 
+/// How long after the store said another instance found the state lost while it admitted
+/// requests this process counts the others itself: that state's admissions are answered by
+/// then (`LOST_SINCE` in `redis.lua`).
+pub(crate) const LOST_SINCE_FOR: Duration = Duration::from_secs(2);
+
 /// The times the store said it lost the state.
 #[derive(Debug, Default)]
 pub(crate) struct Losses {
     /// The last, and when one was last logged.
     last: Option<Instant>,
+    /// When the store last said another instance found it lost while it admitted requests.
+    lost_since: Option<Instant>,
     logged: Option<Instant>,
     /// Since the last log line.
     unlogged: u64,
@@ -275,13 +293,33 @@ impl Exchange {
         );
     }
 
+    /// The store's `verdict` on an admission asked at `asked` (`None`: it gave none in time).
+    pub(crate) fn verdict(&mut self, verdict: Option<&Verdict>, asked: Instant) {
+        self.live = verdict.is_some();
+        let given = verdict.map_or(0, Verdict::highest_admitted);
+        self.seen.number = self.seen.number.max(given);
+        if let Some(Verdict::Go { .. }) = verdict {
+            self.seen.admitted_at = Some(asked);
+        }
+    }
+
+    /// Another instance found the state lost while it admitted requests, the store said at
+    /// `now`.
+    pub(crate) fn lost_since(&mut self, now: Instant) {
+        self.losses.lost_since = Some(now);
+    }
+
     /// Whether the store counts every instance at `now`: it answered the last admission, which
     /// found the state kept, and has not lost it within [`LOST_FOR`], after which it may lose
-    /// it again.
+    /// it again, nor said within [`LOST_SINCE_FOR`] that another found it lost.
     pub(crate) fn exact(&self, now: Instant) -> bool {
+        let over = |at: Option<Instant>, lasts| {
+            at.is_none_or(|at| now.saturating_duration_since(at) >= lasts)
+        };
         self.live
             && !self.unconfirmed
-            && (self.losses.last).is_none_or(|at| now.saturating_duration_since(at) >= LOST_FOR)
+            && over(self.losses.last, LOST_FOR)
+            && over(self.losses.lost_since, LOST_SINCE_FOR)
     }
 
     /// How many requests to ask the store for: one while a lease is asked for, and while
@@ -569,10 +607,9 @@ pub(crate) struct Admission<'a> {
     /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
     /// service that does not meter the key).
     pub(crate) metered: bool,
-    /// The highest admission number the store gave this process for the state (1 if it
-    /// answered without one, 0 if it never answered): a store that holds no state, or counts
-    /// fewer admissions, lost it, and what it held is unknown.
-    pub(crate) seen: u64,
+    /// What the store gave this process: a store that holds no state, or counts fewer
+    /// admissions, lost it, and what it held is unknown.
+    pub(crate) seen: Seen,
     /// How many requests to admit at once, this one included: more than one asks for a lease.
     pub(crate) want: u64,
 }
@@ -781,7 +818,7 @@ impl SharedStore {
         &self,
         name: &str,
         metered: bool,
-        seen: u64,
+        seen: Seen,
         want: u64,
     ) -> Option<Verdict> {
         let mut taken = Taken::new(&self.outbox, name);
@@ -1093,6 +1130,19 @@ mod tests {
             Some(now + Duration::from_secs(71)),
             "the longest quiet of a state is kept"
         );
+    }
+
+    #[test]
+    fn told_that_another_found_the_state_lost_it_counts_the_others_itself_a_while() {
+        let now = Instant::now();
+        let mut exchange = Exchange {
+            live: true,
+            ..Exchange::default()
+        };
+        assert!(exchange.exact(now));
+        exchange.lost_since(now);
+        assert!(!exchange.exact(now + LOST_SINCE_FOR - Duration::from_millis(1)));
+        assert!(exchange.exact(now + LOST_SINCE_FOR));
     }
 
     #[test]
