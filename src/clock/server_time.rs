@@ -186,6 +186,9 @@ pub(crate) struct ServerClock {
     ahead_in_a_row: u32,
     /// When a `Date` last agreed with `best`, to within the second it truncates.
     agreed_at: Option<Instant>,
+    /// The tightest bound that answers put on the clock that writes `X-RateLimit-Reset`: it
+    /// read less than the reset (Unix seconds) when the request was sent (the instant).
+    reset_bound: Option<(Instant, i64)>,
 }
 
 impl ServerClock {
@@ -235,6 +238,34 @@ impl ServerClock {
             }
             None => ServerTime::of_response(Some(date), at, local),
         }
+    }
+
+    /// The local instants, earliest and latest ([`ServerTime::instants_of`]), at which the
+    /// period whose reset is `unix` ends, for an answer `reading` places, to a request sent at
+    /// `sent`. The service counted each request before its period's end on the clock that
+    /// writes the reset, so a reading ahead of that clock at a request's sending (backends
+    /// ahead of their limiter) is ahead by at least as much: resets are placed that much later,
+    /// by the tightest such bound of the last [`READING_KEPT_FOR`].
+    pub(crate) fn place_reset(
+        &mut self,
+        reading: &ServerTime,
+        unix: i64,
+        sent: Instant,
+    ) -> (Instant, Instant) {
+        let ahead =
+            |(sent, reset): (Instant, i64)| reading.predict(sent) - reading.may_lag - reset as f64;
+        let this = (sent, unix);
+        let bound = match self.reset_bound {
+            Some(kept)
+                if reading.at.saturating_duration_since(kept.0) < READING_KEPT_FOR
+                    && ahead(kept) >= ahead(this) =>
+            {
+                kept
+            }
+            _ => this,
+        };
+        self.reset_bound = Some(bound);
+        reading.less(ahead(bound).max(0.0)).instants_of(unix)
     }
 
     /// What to keep of `behind` and a new reading: whichever backend wrote its `Date`, one
@@ -567,5 +598,37 @@ mod tests {
         );
         assert!(server.instant_of(i64::MAX) > at + Duration::from_secs(86_400 * 365));
         assert_eq!(server.instant_of(i64::MIN), at);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_is_placed_no_earlier_than_the_requests_counted_before_it_allow() {
+        let mut clock = ServerClock::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // A backend whose `Date` reads 44 s ahead of the limiter, which reads NOON at t0 and
+        // writes resets: a period ending at NOON + 1 counted a request sent at t0.
+        let reading = ServerTime::at_unix(NOON + 44, t0 + ms(90));
+        assert_eq!(
+            reading.instant_of(NOON + 1),
+            t0 + ms(90),
+            "by the Date alone: passed"
+        );
+        let (end, _) = clock.place_reset(&reading, NOON + 1, t0);
+        assert_eq!(end, t0 + ms(90), "no earlier than the answer");
+        // The next period's reset, at NOON + 11, is placed no earlier than that bound allows:
+        // 10 s after t0, within the second the bound is loose by of its true end, t0 + 11 s.
+        let later = ServerTime::at_unix(NOON + 49, t0 + ms(5_000));
+        let (end, latest) = clock.place_reset(&later, NOON + 11, t0 + ms(4_900));
+        assert_close(end, t0 + ms(10_000));
+        assert_eq!(end, latest);
+        // A bound a minute old no longer counts: the two clocks may have drifted since.
+        let much_later = ServerTime::at_unix(NOON + 105, t0 + ms(61_000));
+        let (end, _) = clock.place_reset(&much_later, NOON + 70, t0 + ms(60_990));
+        assert_eq!(end, t0 + ms(61_000));
+        // Of a backend in step with the limiter, the `Date` places resets.
+        let mut clock = ServerClock::default();
+        let in_step = ServerTime::at_unix(NOON, t0 + ms(90));
+        let (end, _) = clock.place_reset(&in_step, NOON + 10, t0);
+        assert_eq!(end, in_step.instant_of(NOON + 10));
     }
 }

@@ -1245,12 +1245,16 @@ impl<'a> Permit<'a> {
         urgent: bool,
     ) -> Read {
         let mut read = Read::default();
-        let (reset_at, latest) = server.instants_of(quota.reset.timestamp());
         // A reset in seconds from now is placed from the answer's arrival, whatever
         // clock wrote its `Date`.
-        let latest_end = match given {
-            ResetGiven::At => latest,
-            ResetGiven::In => reset_at,
+        let (reset_at, latest_end) = match given {
+            ResetGiven::At => {
+                (state.server_clock).place_reset(server, quota.reset.timestamp(), self.sent_at)
+            }
+            ResetGiven::In => {
+                let at = server.instant_of(quota.reset.timestamp());
+                (at, at)
+            }
         };
         let own = state.own(self.sent_at);
         let period = match given {
