@@ -152,6 +152,10 @@ const READING_KEPT_FOR: Duration = Duration::from_secs(60);
 /// answers again long before this many (two backends in turn: one chance in 65,536).
 const AHEAD_TO_STEP: u32 = 16;
 
+/// Seconds within which a request is taken to be sent at the instant a reset was placed: the
+/// rounding of an instant placed from `f64` seconds.
+const AT_THE_INSTANT: f64 = 1e-6;
+
 /// The least a reading kept is taken to be uncertain by, in seconds: a `Date` is written before
 /// the answer leaves, so the second it names may have ended by the time the answer arrives.
 const LEAST_SLACK: f64 = 0.1;
@@ -265,7 +269,15 @@ impl ServerClock {
             _ => this,
         };
         self.reset_bound = Some(bound);
-        reading.less(ahead(bound).max(0.0)).instants_of(unix)
+        // A reading that reached a reset before the service did is ahead of the clock that
+        // writes it by more than the bound shows, by up to the second a `Date` is given to.
+        let shown = ahead(bound);
+        let behind = if shown > -AT_THE_INSTANT {
+            shown.max(0.0) + 1.0
+        } else {
+            0.0
+        };
+        reading.less(behind).instants_of(unix)
     }
 
     /// What to keep of `behind` and a new reading: whichever backend wrote its `Date`, one
@@ -613,18 +625,19 @@ mod tests {
             t0 + ms(90),
             "by the Date alone: passed"
         );
+        // The reading is more than 42.91 s ahead, and up to a second more.
         let (end, _) = clock.place_reset(&reading, NOON + 1, t0);
-        assert_eq!(end, t0 + ms(90), "no earlier than the answer");
-        // The next period's reset, at NOON + 11, is placed no earlier than that bound allows:
-        // 10 s after t0, within the second the bound is loose by of its true end, t0 + 11 s.
+        assert_close(end, t0 + ms(1_000));
+        // The next period's reset, at NOON + 11, is placed by that bound, at its true end.
         let later = ServerTime::at_unix(NOON + 49, t0 + ms(5_000));
         let (end, latest) = clock.place_reset(&later, NOON + 11, t0 + ms(4_900));
-        assert_close(end, t0 + ms(10_000));
+        assert_close(end, t0 + ms(11_000));
         assert_eq!(end, latest);
-        // A bound a minute old no longer counts: the two clocks may have drifted since.
+        // A bound a minute old no longer counts: the two clocks may have drifted since. This
+        // answer's own bound is looser, 9 s below the true end, which was t0 + 70 s.
         let much_later = ServerTime::at_unix(NOON + 105, t0 + ms(61_000));
         let (end, _) = clock.place_reset(&much_later, NOON + 70, t0 + ms(60_990));
-        assert_eq!(end, t0 + ms(61_000));
+        assert_close(end, t0 + ms(61_990));
         // Of a backend in step with the limiter, the `Date` places resets.
         let mut clock = ServerClock::default();
         let in_step = ServerTime::at_unix(NOON, t0 + ms(90));
