@@ -296,8 +296,12 @@ impl Budgets {
             latest: latest_end.max(reset_at),
         };
         if reset_at <= at {
-            // The service counted the request there: the answering backend's `Date` runs
-            // ahead, and the period ends within the second that `Date` is truncated to.
+            // Over while its request was on the wire, its period says nothing of the next.
+            // Sent after, the service still counted it there: the answering backend's `Date`
+            // runs ahead, and the period ends within the second that `Date` is truncated to.
+            if sent < reset_at {
+                return;
+            }
             let end = crate::clock::after_from(at, Duration::from_secs(RESET_ROUNDING));
             ends = Ends {
                 at: end,
@@ -824,12 +828,14 @@ mod tests {
     }
 
     #[test]
-    fn a_period_placed_to_end_before_its_answer_ends_a_second_after_it() {
+    fn a_period_over_while_its_request_was_on_the_wire_says_nothing() {
         let t0 = Instant::now();
         let mut budgets = Budgets::default();
         let at = t0 + secs(2.0);
-        // The backend's `Date` runs ahead of the clock that wrote the reset.
         budgets.report(quota(60, 0, T), t0 + secs(1.0), at, own(1, t0));
+        assert_eq!(budgets.known(at), Known::Unknown);
+        // Sent after it: the backend's `Date` runs ahead, and the period ends within a second.
+        budgets.report(quota(60, 0, T), t0 + secs(1.0), at, own(2, t0 + secs(1.5)));
         assert_eq!(remaining(&budgets, at), Some(0));
         assert_eq!(budgets.known(at + secs(1.0)), Known::Unknown);
     }
