@@ -60,14 +60,14 @@ impl ServerTime {
     /// The latest local instant at which the service's clock may read `unix` seconds: later
     /// than [`instant_of`](Self::instant_of) places it where a `Date` that moved the reading
     /// forward may have come from a backend a second ahead.
-    pub(crate) fn latest_instant_of(&self, unix: i64) -> Instant {
+    fn latest_instant_of(&self, unix: i64) -> Instant {
         self.instant_reading(unix, self.unix - self.may_lag)
     }
 
     /// [`instant_of`](Self::instant_of) and [`latest_instant_of`](Self::latest_instant_of)
     /// `unix` together: one instant, placed once, unless a `Date` may have moved the reading
     /// forward, as it has not on most answers.
-    pub(crate) fn instants_of(&self, unix: i64) -> (Instant, Instant) {
+    fn instants_of(&self, unix: i64) -> (Instant, Instant) {
         let at = self.instant_of(unix);
         if self.may_lag > 0.0 {
             (at, self.latest_instant_of(unix))
@@ -141,6 +141,9 @@ fn unix_of_date(value: &HeaderValue) -> Option<f64> {
     let date = httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()?;
     Some(date.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
+
+/// The seconds one `Date` value spans: it is truncated to the second.
+const DATE_SECOND: f64 = 1.0;
 
 /// How long a reading of the service's clock is kept as the best one; beyond that a drift
 /// between the two clocks could add up to an early wait.
@@ -221,7 +224,7 @@ impl ServerClock {
                 Some(best) => self.keep_or_replace(best, reading),
                 None => {
                     self.agreed_at = Some(reading.at);
-                    self.slack = 1.0;
+                    self.slack = DATE_SECOND;
                     reading
                 }
             });
@@ -273,7 +276,7 @@ impl ServerClock {
         // writes it by more than the bound shows, by up to the second a `Date` is given to.
         let shown = ahead(bound);
         let behind = if shown > -AT_THE_INSTANT {
-            shown.max(0.0) + 1.0
+            shown.max(0.0) + DATE_SECOND
         } else {
             0.0
         };
@@ -286,10 +289,10 @@ impl ServerClock {
     /// service's stepping back).
     fn no_later(behind: ServerTime, reading: ServerTime) -> ServerTime {
         let predicted = behind.predict(reading.at);
-        if reading.unix + 1.0 <= predicted {
+        if reading.unix + DATE_SECOND <= predicted {
             reading
-        } else if reading.unix - 1.0 > predicted {
-            reading.less(1.0)
+        } else if reading.unix - DATE_SECOND > predicted {
+            reading.less(DATE_SECOND)
         } else {
             behind
         }
@@ -305,18 +308,18 @@ impl ServerClock {
             self.agreed_at = Some(reading.at);
             let stale = reading.at.duration_since(best.at) >= READING_KEPT_FOR;
             if stale {
-                self.slack = 1.0;
+                self.slack = DATE_SECOND;
                 return reading;
             }
-            if raise <= -1.0 {
+            if raise <= -DATE_SECOND {
                 // A clock behind the one kept, by a second or more of what the two readings
                 // show: it reads less than the one kept less a second, so a reading of more
                 // is the clock ahead again, not this one read closer to its tick.
-                self.slack = (-raise - 1.0).clamp(LEAST_SLACK, 1.0);
+                self.slack = (-raise - DATE_SECOND).clamp(LEAST_SLACK, DATE_SECOND);
                 return reading;
             }
             // The same clock: it reads within both readings' bounds.
-            let upper = (predicted + self.slack).min(reading.unix + 1.0);
+            let upper = (predicted + self.slack).min(reading.unix + DATE_SECOND);
             let (kept, lower) = if raise > 0.0 {
                 (reading, reading.unix)
             } else {
