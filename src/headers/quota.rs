@@ -178,10 +178,13 @@ impl Quota {
         server: &ServerTime,
     ) -> Option<(Self, ResetGiven)> {
         let now = server.unix();
-        let reset = i64::try_from(reset).ok()?;
+        let (secs, reset) = (reset, i64::try_from(reset).ok()?);
         let (reset, given) = if (reset as f64) < now - SECONDS_UNTIL_RESET_BELOW {
             // Seconds until the reset: counted from the service's clock, rounded up.
-            ((now.ceil() as i64).checked_add(reset)?, ResetGiven::In)
+            (
+                (now.ceil() as i64).checked_add(reset)?,
+                ResetGiven::In(secs),
+            )
         } else {
             (reset, ResetGiven::At)
         };
@@ -210,9 +213,10 @@ pub(crate) enum QuotaReading {
 pub(crate) enum ResetGiven {
     /// As an instant on the service's clock, which names the window's period.
     At,
-    /// As seconds from now: the instant [`Quota::reset`] shows is counted from the service's
-    /// clock as `Date` reads it, and backends whose clocks disagree name one period apart.
-    In,
+    /// As this many seconds from now: the instant [`Quota::reset`] shows is counted from the
+    /// service's clock as `Date` reads it, and backends whose clocks disagree name one period
+    /// apart.
+    In(u64),
 }
 
 impl QuotaReading {

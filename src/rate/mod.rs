@@ -1245,15 +1245,16 @@ impl<'a> Permit<'a> {
         urgent: bool,
     ) -> Read {
         let mut read = Read::default();
-        // A reset in seconds from now is placed from the answer's arrival, whatever
-        // clock wrote its `Date`.
+        // A reset in seconds from now is placed from the answer's arrival, whatever clock
+        // wrote its `Date`: counted when the answer was written, and rounded up, the window
+        // has ended by then.
         let (reset_at, latest_end) = match given {
             ResetGiven::At => {
                 (state.server_clock).place_reset(server, quota.reset.timestamp(), self.sent_at)
             }
-            ResetGiven::In => {
-                let at = server.instant_of(quota.reset.timestamp());
-                (at, at)
+            ResetGiven::In(secs) => {
+                let end = clock::after_from(at, Duration::from_secs(secs));
+                (end, end)
             }
         };
         let own = state.own(self.sent_at);
@@ -1261,7 +1262,7 @@ impl<'a> Permit<'a> {
             ResetGiven::At => quota,
             // Named on the local clock, where its end is placed whatever the
             // `Date` of the backend that answered.
-            ResetGiven::In => Quota {
+            ResetGiven::In(_) => Quota {
                 reset: chrono::DateTime::from_timestamp(self.shared.clock.second_of(reset_at), 0)
                     .unwrap_or(quota.reset),
                 ..quota
