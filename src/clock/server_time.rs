@@ -109,10 +109,15 @@ impl ServerTime {
 
     /// What this reading says the service's clock reads at `at`.
     fn predict(&self, at: Instant) -> f64 {
+        self.unix + self.since(at)
+    }
+
+    /// Seconds from this reading's instant to `at` (negative: before it).
+    fn since(&self, at: Instant) -> f64 {
         if at >= self.at {
-            self.unix + (at - self.at).as_secs_f64()
+            (at - self.at).as_secs_f64()
         } else {
-            self.unix - (self.at - at).as_secs_f64()
+            -(self.at - at).as_secs_f64()
         }
     }
 
@@ -235,12 +240,19 @@ impl ServerClock {
         }
         match self.best.zip(self.behind) {
             Some((best, behind)) => {
-                let unix = best.predict(at);
+                let since = best.since(at);
+                // Most often one reading is both.
+                let behind_since = if behind.at == best.at {
+                    since
+                } else {
+                    behind.since(at)
+                };
+                let unix = best.unix + since;
                 ServerTime {
                     unix,
                     at,
                     dated: best.dated,
-                    may_lag: (unix - behind.predict(at)).max(0.0),
+                    may_lag: (unix - (behind.unix + behind_since)).max(0.0),
                 }
             }
             None => ServerTime::of_response(Some(date), at, local),
@@ -259,22 +271,24 @@ impl ServerClock {
         unix: i64,
         sent: Instant,
     ) -> (Instant, Instant) {
-        let ahead =
-            |(sent, reset): (Instant, i64)| reading.predict(sent) - reading.may_lag - reset as f64;
+        let ahead = |since: f64, reset: i64| reading.unix + since - reading.may_lag - reset as f64;
         let this = (sent, unix);
-        let bound = match self.reset_bound {
-            Some(kept)
-                if reading.at.saturating_duration_since(kept.0) < READING_KEPT_FOR
-                    && ahead(kept) >= ahead(this) =>
-            {
-                kept
+        let this_ahead = ahead(reading.since(sent), unix);
+        let (bound, shown) = match self.reset_bound {
+            Some(kept) => {
+                let since = reading.since(kept.0);
+                let kept_ahead = ahead(since, kept.1);
+                if -since < READING_KEPT_FOR.as_secs_f64() && kept_ahead >= this_ahead {
+                    (kept, kept_ahead)
+                } else {
+                    (this, this_ahead)
+                }
             }
-            _ => this,
+            None => (this, this_ahead),
         };
         self.reset_bound = Some(bound);
         // A reading that reached a reset before the service did is ahead of the clock that
         // writes it by more than the bound shows, by up to the second a `Date` is given to.
-        let shown = ahead(bound);
         let behind = if shown > -AT_THE_INSTANT {
             shown.max(0.0) + DATE_SECOND
         } else {

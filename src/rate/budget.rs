@@ -276,21 +276,22 @@ impl Budgets {
     /// [`report_placed`](Self::report_placed) of a period whose end is placed for sure.
     #[cfg(test)]
     pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
-        self.report_placed(quota, reset_at, reset_at, at, own);
+        self.report_placed(quota, quota.reset.timestamp(), reset_at, reset_at, at, own);
     }
 
-    /// An answer that arrived at `at` reported `quota`, whose period ends at `reset_at`, and at
-    /// `latest_end` at the latest, when this process's own requests stood at `own`.
+    /// An answer that arrived at `at` reported `quota` of the period named `reset` (a unix
+    /// second), which ends at `reset_at`, and at `latest_end` at the latest, when this
+    /// process's own requests stood at `own`.
     pub(crate) fn report_placed(
         &mut self,
         quota: Quota,
+        reset: i64,
         reset_at: Instant,
         latest_end: Instant,
         at: Instant,
         own: Own,
     ) {
         let sent = own.answered_sent_at.unwrap_or(at);
-        let reset = quota.reset.timestamp();
         let mut ends = Ends {
             at: reset_at,
             latest: latest_end.max(reset_at),
@@ -318,15 +319,10 @@ impl Budgets {
         let matched = (self.windows.iter())
             .position(|w| !w.ended(at) && names(w))
             .or_else(|| self.windows.iter().position(names));
-        let mut k = 0;
-        self.windows.retain(|w| {
-            k += 1;
-            Some(k - 1) == matched || !w.ended(at)
-        });
+        let index = self.drop_ended(matched, at);
         let counted = own.counted();
-        let index = self.windows.iter().position(names);
         let Some(window) = index.map(|i| &mut self.windows[i]) else {
-            self.add(quota, ends, at, sent, own);
+            self.add(quota, reset, ends, at, sent, own);
             return;
         };
         let fresh = sent >= window.as_of;
@@ -359,8 +355,24 @@ impl Budgets {
         window.mark(counted, own.sent);
     }
 
+    /// Drops every window whose period ended by `at` but the one at `keep`: where that one is
+    /// then.
+    fn drop_ended(&mut self, keep: Option<usize>, at: Instant) -> Option<usize> {
+        let gone = |(i, w): (usize, &Window)| Some(i) != keep && w.ended(at);
+        if !self.windows.iter().enumerate().any(gone) {
+            return keep;
+        }
+        let keep = keep.map(|k| (k, self.windows[..k].iter().filter(|w| w.ended(at)).count()));
+        let mut i = 0;
+        self.windows.retain(|w| {
+            i += 1;
+            keep.is_some_and(|(k, _)| k == i - 1) || !w.ended(at)
+        });
+        keep.map(|(k, before)| k - before)
+    }
+
     /// A window no answer reported before.
-    fn add(&mut self, quota: Quota, ends: Ends, at: Instant, sent: Instant, own: Own) {
+    fn add(&mut self, quota: Quota, reset: i64, ends: Ends, at: Instant, sent: Instant, own: Own) {
         if self.windows.len() == MAX_WINDOWS {
             // The window that ends first has the least to say about what is left.
             if let Some(first) =
@@ -371,7 +383,7 @@ impl Budgets {
         }
         let mut window = Window {
             limit: quota.limit,
-            reset: quota.reset.timestamp(),
+            reset,
             ends: Some(ends),
             remaining: quota.remaining,
             last_at: at,

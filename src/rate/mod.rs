@@ -517,7 +517,8 @@ impl RateLimiter {
             probe,
             fleet: Fleet {
                 link: self.store.as_ref().map(StoreLink::linked),
-                period_known: state.latest.map(|quota| quota.reset.timestamp()),
+                period_known: (self.store.as_ref().and(state.latest))
+                    .map(|quota| quota.reset.timestamp()),
                 ..Fleet::default()
             },
             sent_at: now,
@@ -1248,10 +1249,9 @@ impl<'a> Permit<'a> {
         // A reset in seconds from now is placed from the answer's arrival, whatever clock
         // wrote its `Date`: counted when the answer was written, and rounded up, the window
         // has ended by then.
+        let unix = quota.reset.timestamp();
         let (reset_at, latest_end) = match given {
-            ResetGiven::At => {
-                (state.server_clock).place_reset(server, quota.reset.timestamp(), self.sent_at)
-            }
+            ResetGiven::At => (state.server_clock).place_reset(server, unix, self.sent_at),
             ResetGiven::In(secs) => {
                 let end = clock::after_from(at, Duration::from_secs(secs));
                 (end, end)
@@ -1259,33 +1259,26 @@ impl<'a> Permit<'a> {
         };
         let own = state.own(self.sent_at);
         let period = match given {
-            ResetGiven::At => quota,
+            ResetGiven::At => unix,
             // Named on the local clock, where its end is placed whatever the
             // `Date` of the backend that answered.
-            ResetGiven::In(_) => Quota {
-                reset: chrono::DateTime::from_timestamp(self.shared.clock.second_of(reset_at), 0)
-                    .unwrap_or(quota.reset),
-                ..quota
-            },
+            ResetGiven::In(_) => self.shared.clock.second_of(reset_at),
         };
-        state
-            .budgets
-            .report_placed(period, reset_at, latest_end, at, own);
+        (state.budgets).report_placed(quota, period, reset_at, latest_end, at, own);
         state.remember(quota);
         // A window the lease was not taken from, the next period of one: the
         // service counts what the lease would spend there, and the store, which
         // opens that window from this report, does not. The lease is void.
         if let Some(link) = self.fleet.link {
-            let period = quota.reset.timestamp();
-            let lease = state.store.lease.as_mut().filter(|l| !l.covers(period));
+            let lease = state.store.lease.as_mut().filter(|l| !l.covers(unix));
             link.give_back(lease.and_then(Lease::end));
         }
         if self.fleet.link.is_some() && reset_at > at {
-            (state.store.periods).saw(quota.limit, quota.reset.timestamp(), reset_at, at);
+            (state.store.periods).saw(quota.limit, unix, reset_at, at);
             let window = WindowReport {
                 limit: quota.limit,
                 remaining: quota.remaining,
-                period: quota.reset.timestamp(),
+                period: unix,
                 ends_at: reset_at,
                 admitted: self.fleet.admitted,
                 sent_at: self.sent_at,
@@ -1306,7 +1299,7 @@ impl<'a> Permit<'a> {
         }
         #[cfg(feature = "metrics")]
         {
-            read.length = state.budgets.length_of(period.reset.timestamp());
+            read.length = state.budgets.length_of(period);
         }
         read
     }
