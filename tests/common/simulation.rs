@@ -213,6 +213,12 @@ pub fn world(seed: u64) -> Cell {
         // quiet may serve nothing, and a floor wants windows to be measured by.
         let quiet = (quiet(&cell) / cell.minute as f64).ceil() as u64;
         cell.windows = cell.windows.max(quiet + stepped_back(&cell) + 3);
+        // A sliding day that binds frees its budget once a day: three of its refills are
+        // measured, as a minute's are, rather than one that a second's lateness can miss.
+        let days = refill_period(&cell) / cell.minute;
+        if cell.window_kind == WindowKind::Sliding && days > 1 {
+            cell.windows = cell.windows.max(3 * days + 2);
+        }
     }
     cell.expect = Expect::Goodput(goodput_floor(&cell));
     cell.extra_429s = Some(most_429s(&cell).saturating_sub(cell.instances));
@@ -389,12 +395,14 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         ));
     }
     if cell.window_kind == WindowKind::Sliding {
-        // A sliding window frees each request a window after it, and the reset names that to
+        // A sliding window frees each request a window after it (the day's where the day
+        // binds, `refill_period`), and the reset names that to
         // the second, rounded up, through `Date`: a period up to 2 s and a round trip longer
         // than the window, and bursts that fall across the full windows' edges.
-        let length = cell.minute as f64;
+        let period = refill_period(cell);
+        let length = period as f64;
         let late = longest_latency(cell).as_secs_f64();
-        let full = cell.windows.saturating_sub(1).max(2) as f64;
+        let full = (cell.windows.saturating_sub(1) * cell.minute / period).max(2) as f64;
         let share = length / (length + 2.0 + late) * (1.0 - 1.0 / full);
         hard.push(("sliding windows", share));
     }
@@ -403,6 +411,17 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a fleet on sliding windows", 0.5));
     }
     hard
+}
+
+/// How often a key spent as fast as it may is refilled, in seconds: the day window where the
+/// run lasts a day and the day allows less than its minute windows together, else the minute.
+fn refill_period(cell: &Cell) -> u64 {
+    let day_binds = u64::from(cell.per_day) * cell.minute < u64::from(cell.per_minute) * cell.day;
+    if day_binds && cell.day <= cell.minute * cell.windows {
+        cell.day
+    } else {
+        cell.minute
+    }
 }
 
 /// The share of the run's full windows (on the limiter's clock, to the run's end) that begin
