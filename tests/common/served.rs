@@ -125,9 +125,10 @@ fn server_millis(cell: &Cell, elapsed: Duration) -> i64 {
     (CLOCK_START_UNIX as i64 + cell.offset + step) * 1_000 + elapsed.as_millis() as i64
 }
 
-/// What the plan allows in the minute window `index`: the plan in force, and in the window
-/// where the plan changes, the lower of the two limits (a client that spent the old
-/// allowance before an upgrade cannot learn of it until the window ends).
+/// What the plan allows in the minute window `index`: the plan in force when it begins. In the
+/// window where the plan changes, a client that spent the old allowance before an upgrade
+/// cannot learn of it until the window ends, and one may spend the whole old allowance before
+/// a downgrade.
 pub fn allowance(cell: &Cell, index: u64) -> u64 {
     let old = u64::from(cell.per_minute);
     let Some(change) = cell.plan_change else {
@@ -136,14 +137,8 @@ pub fn allowance(cell: &Cell, index: u64) -> u64 {
     let new = u64::from(change.per_minute);
     // To the millisecond: a change a fraction of a second into a window is in it.
     let at = server_millis(cell, change.after);
-    let (start, end) = (
-        (index * cell.minute * 1_000) as i64,
-        ((index + 1) * cell.minute * 1_000) as i64,
-    );
-    if at <= start {
+    if at <= (index * cell.minute * 1_000) as i64 {
         new
-    } else if at < end {
-        old.min(new)
     } else {
         old
     }
