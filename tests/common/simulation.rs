@@ -594,12 +594,15 @@ fn most_429s(cell: &Cell) -> usize {
         cell.tasks
     };
     // A sliding window frees its budget one request at a time, and processes that share
-    // nothing race for each: a 429 for each other process at each, at most the window's limit.
+    // nothing race for each: the losers meet a 429, and the winner, whose answers a refill
+    // shows no others in, may send its next request at the next free, inside a loser's
+    // `Retry-After` rounded up past it (contract 1 allows it one). A 429 for each process at
+    // each, at most the window's limit.
     let limit = cell.plan_change.map_or(cell.per_minute, |change| {
         change.per_minute.max(cell.per_minute)
     });
     let racing = if cell.window_kind == WindowKind::Sliding && processes > 1 {
-        (processes - 1) * limit as usize
+        processes * limit as usize
     } else {
         0
     };
