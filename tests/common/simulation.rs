@@ -213,6 +213,13 @@ pub fn world(seed: u64) -> Cell {
         // quiet may serve nothing, and a floor wants windows to be measured by.
         let quiet = (quiet(&cell) / cell.minute as f64).ceil() as u64;
         cell.windows = cell.windows.max(quiet + stepped_back(&cell) + 3);
+        // Backends off the limiter's clock by half a window or more reopen each window up
+        // to twice that late (`hardships`): three such stretches are measured.
+        let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
+        if let Some(apart) = apart.filter(|apart| apart * 2 >= cell.minute) {
+            let stretch = cell.minute + 2 * apart + 2;
+            cell.windows = cell.windows.max(3 * stretch.div_ceil(cell.minute) + 2);
+        }
         // A sliding day that binds frees its budget once a day: three of its refills are
         // measured, as a minute's are, rather than one that a second's lateness can miss.
         let days = refill_period(&cell) / cell.minute;
@@ -377,14 +384,17 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a plan change", 0.5));
     }
     let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
-    if apart.is_some_and(|apart| apart * 2 >= cell.minute) {
+    if let Some(apart) = apart.filter(|apart| apart * 2 >= cell.minute) {
         // A `Date` off from the limiter's clock by half a window or more cannot place the
         // window's end: the client keeps the reading of the backend furthest behind and
-        // waits for the latest end the `Date`s allow, which may skip whole windows
-        // (`clock/server_time.rs`). Safety alone.
+        // waits for the latest end the `Date`s allow (`clock/server_time.rs`), up to twice
+        // the backends' offset and the `Date`s' seconds late: a window's budget in each such
+        // stretch, and half of them, as a first answer from a backend ahead places an end
+        // early and its 429's wait can take the next.
+        let length = cell.minute as f64;
         hard.push((
             "backends off the limiter's clock by half a window or more",
-            0.0,
+            0.5 * length / (length + 2.0 * apart as f64 + 2.0),
         ));
     } else if apart.is_some_and(|apart| apart * 10 > cell.minute) {
         // Ends placed through `Date` from backends off the limiter's clock by more than a
