@@ -22,7 +22,7 @@ mod common {
 }
 
 use common::matrix::{self, Cell, Expect, Figures, TABLE_HEADER};
-use common::simulation::world;
+use common::simulation::{TOO_FAR_OFF, hardships, world};
 
 const DEFAULT_WORLDS: u64 = 2_000;
 /// The worlds run on this many threads, one test each.
@@ -46,8 +46,9 @@ fn seeds() -> Vec<u64> {
     }
 }
 
-/// Runs this part's share of the seeds; the failures, one line each.
-fn explore(part: u64) -> Vec<String> {
+/// Runs this part's share of the seeds: the failures, one line each, and the share of its runs
+/// held to a goodput floor above zero.
+fn explore(part: u64) -> (Vec<String>, f64) {
     let seeds: Vec<u64> = seeds().into_iter().filter(|s| s % PARTS == part).collect();
     let replay = seeds.len() == 1;
     let rows = std::env::var_os("SIM_ROWS").is_some();
@@ -56,10 +57,10 @@ fn explore(part: u64) -> Vec<String> {
     let worlds = seeds.len();
     for seed in seeds {
         let cell = world(seed);
-        if matches!(cell.expect, Expect::Goodput(floor) if floor > 0.0) {
+        let figures = run(&cell);
+        if figures.floor_in_force(&cell) {
             floors += 1;
         }
-        let figures = run(&cell);
         if replay {
             println!("{TABLE_HEADER}\n{}\n{cell:?}", figures.row(&cell));
         } else if rows {
@@ -73,12 +74,13 @@ fn explore(part: u64) -> Vec<String> {
             failures.push(failure);
         }
     }
-    // The share of worlds held to a goodput above zero: the floor's reach.
+    // The share of runs held to a goodput above zero: the floor's reach.
+    let reach = floors as f64 / worlds.max(1) as f64;
     println!(
         "part {part}: {floors} of {worlds} worlds ({:.1}%) held to a goodput floor above zero",
-        100.0 * floors as f64 / worlds.max(1) as f64
+        100.0 * reach
     );
-    failures
+    (failures, reach)
 }
 
 /// Runs one world on a runtime of its own, dropped with whatever the world left running: on
@@ -95,7 +97,7 @@ fn run(cell: &Cell) -> Figures {
 
 #[track_caller]
 fn assert_no_failure(part: u64) {
-    let failures = explore(part);
+    let (failures, reach) = explore(part);
     assert!(
         failures.is_empty(),
         "expected every world to keep the invariants, {} did not (replay one with \
@@ -103,6 +105,18 @@ fn assert_no_failure(part: u64) {
         failures.len(),
         failures.join("\n")
     );
+    let default = ["SIM_SEED", "SIM_WORLDS", "SIM_FIRST", "SIM_MAX_INSTANCES"]
+        .iter()
+        .all(|name| std::env::var_os(name).is_none());
+    if default {
+        assert!(
+            reach >= HELD_TO_A_FLOOR,
+            "expected at least {:.0}% of the default worlds of part {part} held to a goodput \
+             floor above zero, got {:.1}%",
+            100.0 * HELD_TO_A_FLOOR,
+            100.0 * reach
+        );
+    }
 }
 
 #[test]
@@ -283,6 +297,16 @@ fn two_instances_on_a_sliding_day_soak_seed_60026() {
     assert_world_keeps_the_invariants(60026);
 }
 
+/// Soak seed 60645: two clients of one process, three tasks each, half the answers 332 ms late,
+/// 30 s windows of 60 and a downgrade to 5 a minute 3.6 s into a window: goodput 32.3% against a
+/// floor of 45%. The measure allowed that window the old plan's 60, which one request at a time
+/// cannot reach in the 3.6 s before the downgrade. Passes since, where the plan goes down, the
+/// floor's room for round trips counts only the time before the change in its window.
+#[test]
+fn a_downgrade_early_in_a_window_with_late_answers_soak_seed_60645() {
+    assert_world_keeps_the_invariants(60645);
+}
+
 /// Soak seed 60760: two independent instances, sliding windows of 20 per 2 s and a day of 20
 /// per 4 s, `X-RateLimit-Remaining` negative: goodput 0% against a floor of 3%, measured over one
 /// refill of the day. Passes (50%) since a floor on a sliding day that binds is measured over
@@ -363,30 +387,28 @@ fn a_world_with_two_host_names_replays_exactly_seed_1() {
     assert_eq!(format!("{first:?}"), format!("{again:?}"));
 }
 
-/// The least share of the first [`DEFAULT_WORLDS`] worlds held to a goodput floor above zero.
-/// The rest are fleets past the contract (more than 9 independent instances, drawn in 15% of
-/// independent worlds; more than one without quota headers), held to safety alone.
-const HELD_TO_A_FLOOR: f64 = 0.84;
+/// The least share of each half of the first [`DEFAULT_WORLDS`] worlds whose run is held to a
+/// goodput floor above zero. The rest are runs of fleets past the contract (more than 9
+/// independent instances, drawn in 15% of independent worlds; more than one without quota
+/// headers) that met a ban, which the contract allows them (nearly every fleet of 16 or 32), and
+/// worlds whose backends are too far off the limiter's clock to measure in a run.
+const HELD_TO_A_FLOOR: f64 = 0.86;
 
-/// The explorer's floors have reach: five worlds in six and more are held to a goodput
-/// above zero.
+/// Every world is drawn with a goodput floor above zero but those whose backends are too far
+/// off the limiter's clock to measure in a run: the explorer can fail on goodput in any
+/// other, and past the contract in any run that meets no ban.
 #[test]
-fn five_worlds_in_six_are_held_to_a_goodput_floor() {
-    let held = (0..DEFAULT_WORLDS)
-        .filter(|&seed| matches!(world(seed).expect, Expect::Goodput(floor) if floor > 0.0))
-        .count() as f64;
-    let share = held / DEFAULT_WORLDS as f64;
-    println!(
-        "{held} of the first {DEFAULT_WORLDS} worlds ({:.1}%) are held to a goodput floor above zero",
-        100.0 * share
-    );
-    assert!(
-        share >= HELD_TO_A_FLOOR,
-        "expected at least {:.0}% of the first {DEFAULT_WORLDS} worlds held to a goodput floor \
-         above zero, got {:.1}%",
-        100.0 * HELD_TO_A_FLOOR,
-        100.0 * share
-    );
+fn every_world_but_backends_too_far_off_is_drawn_with_a_goodput_floor() {
+    for seed in 0..DEFAULT_WORLDS {
+        let cell = world(seed);
+        let unmeasured = hardships(&cell).contains(&(TOO_FAR_OFF, 0.0));
+        assert!(
+            unmeasured || matches!(cell.expect, Expect::Goodput(floor) if floor > 0.0),
+            "SIM_SEED={seed} is held to {:?}: {}",
+            cell.expect,
+            cell.name
+        );
+    }
 }
 
 /// Soak seed 67028: one instance, half its calls cancelled, sliding windows of 5 per 10 s and a

@@ -941,12 +941,19 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// Whether the run was held to a goodput floor above zero: past the contract, a ban the
+    /// contract allows leaves a run its safety alone.
+    pub fn floor_in_force(&self, cell: &Cell) -> bool {
+        matches!(cell.expect, Expect::Goodput(floor) if floor > 0.0)
+            && (cell.within_contract() || self.bans == 0)
+    }
+
     /// Whether the cell met every requirement; if not, which one it missed.
     pub fn check(&self, cell: &Cell) -> Result<(), String> {
         let policy = RetryPolicy::default();
         let mut problems = Vec::new();
-        // Past the contract, a fleet is held to its count alone: at most one request per
-        // instance inside any `Retry-After`.
+        // Past the contract, a fleet is held to its count (at most one request per instance
+        // inside any `Retry-After`), not to the absence of a ban.
         let within = cell.within_contract();
         if self.bans > 0 && within {
             problems.push(format!("{} bans", self.bans));
@@ -987,7 +994,8 @@ impl Figures {
             ));
         }
         match cell.expect {
-            _ if !within => {}
+            Expect::Goodput(_) if !self.floor_in_force(cell) => {}
+            _ if !within && self.bans > 0 => {}
             Expect::Goodput(least) if self.goodput < least => problems.push(format!(
                 "goodput {:.1}% < {:.0}%",
                 self.goodput * 100.0,

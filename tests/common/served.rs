@@ -117,7 +117,7 @@ pub fn server_unix(cell: &Cell, elapsed: Duration) -> i64 {
 }
 
 /// The limiter's clock, in unix milliseconds, `elapsed` after the sandbox starts.
-fn server_millis(cell: &Cell, elapsed: Duration) -> i64 {
+pub fn server_millis(cell: &Cell, elapsed: Duration) -> i64 {
     let step = cell
         .clock_step
         .filter(|step| elapsed >= step.after)

@@ -7,16 +7,16 @@
 //!
 //! `SIM_MAX_INSTANCES` (default [`DEFAULT_MAX_INSTANCES`]) caps the independent instances of
 //! a world; above 8, worlds of 16 and 32 independent instances are drawn too, as drawn, and held
-//! to the contract's count alone (at most one request per instance inside any `Retry-After`).
-//! Every world within the contract is held to a goodput floor stated for its kind
-//! ([`goodput_floor`]).
+//! to the contract's count (at most one request per instance inside any `Retry-After`), not to
+//! the absence of a ban. Every world is held to a goodput floor stated for its kind
+//! ([`goodput_floor`]); past the contract, only in a run that meets no ban.
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use petstore_client::RetryPolicy;
 use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
-use super::matrix::served::server_unix;
+use super::matrix::served::{server_millis, server_unix};
 use super::matrix::{
     CLOCK_START_UNIX, Cell, ClockStep, Expect, MOST_UNREPORTED, PlanChange, Sharing,
 };
@@ -206,7 +206,7 @@ pub fn world(seed: u64) -> Cell {
             change.after.as_secs_f64()
         ));
     }
-    let held = cell.within_contract() && hardships(&cell).iter().all(|(_, share)| *share > 0.0);
+    let held = hardships(&cell).iter().all(|(_, share)| *share > 0.0);
     if held {
         // A world held to a floor runs long enough for two full windows after the quiet
         // (`quiet`), and for those a step back of the clock gives again: the windows in the
@@ -217,8 +217,7 @@ pub fn world(seed: u64) -> Cell {
         // to twice that late (`hardships`): three such stretches are measured.
         let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
         if let Some(apart) = apart.filter(|apart| apart * 2 >= cell.minute) {
-            let stretch = cell.minute + 2 * apart + 2;
-            cell.windows = cell.windows.max(3 * stretch.div_ceil(cell.minute) + 2);
+            cell.windows = cell.windows.max(stretched_windows(cell.minute, apart));
         }
         // A sliding day that binds frees its budget once a day: three of its refills are
         // measured, as a minute's are, rather than one that a second's lateness can miss.
@@ -326,15 +325,13 @@ fn retry_after_form(rng: &mut SplitMix, cell: &Cell, status: u16) -> (Fault, Str
 }
 
 /// The share of what the service could have served in the run's full minute windows
-/// (`matrix::served`) a world must use. Past the contract (more than 9 independent instances,
-/// or more than one without rate-limit headers) a world is held to its safety alone. Within
-/// it: the contract's own share for who spends the key, scaled down by each thing the world
-/// makes hard ([`hardships`]), by the share of the full windows an injected fault's wait
-/// leaves free, and by the requests round trips this long leave room for.
+/// (`matrix::served`) a world must use: the contract's own share for who spends the key,
+/// scaled down by each thing the world makes hard ([`hardships`]), by the share of the full
+/// windows an injected fault's wait leaves free, and by the requests round trips this long
+/// leave room for. Past the contract (more than 9 independent instances, or more than one
+/// without rate-limit headers) a ban is allowed, and a run that meets one is held to its
+/// safety alone (`Figures::floor_in_force`).
 pub fn goodput_floor(cell: &Cell) -> f64 {
-    if !cell.within_contract() {
-        return 0.0;
-    }
     // Contract 2: a key's only user is never held while the budget lasts; a fleet within
     // contract 1 paces its shares over each window (rule F) and reopens a second late.
     let base = if processes(cell) == 1 { 0.9 } else { 0.5 };
@@ -391,11 +388,17 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         // the backends' offset and the `Date`s' seconds late: a window's budget in each such
         // stretch, and half of them, as a first answer from a backend ahead places an end
         // early and its 429's wait can take the next.
+        // Measured over three such stretches, where they fit in [`MOST_WINDOWS`]; else
+        // safety alone.
         let length = cell.minute as f64;
-        hard.push((
-            "backends off the limiter's clock by half a window or more",
-            0.5 * length / (length + 2.0 * apart as f64 + 2.0),
-        ));
+        hard.push(if stretches_fit(cell.minute, apart) {
+            (
+                "backends off the limiter's clock by half a window or more",
+                0.5 * length / (length + 2.0 * apart as f64 + 2.0),
+            )
+        } else {
+            (TOO_FAR_OFF, 0.0)
+        });
     } else if apart.is_some_and(|apart| apart * 10 > cell.minute) {
         // Ends placed through `Date` from backends off the limiter's clock by more than a
         // tenth of the window: a share of each window spent waiting or in a 429's wait.
@@ -421,6 +424,26 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a fleet on sliding windows", 0.5));
     }
     hard
+}
+
+/// The kind of world held to safety alone: backends so far off the limiter's clock that three
+/// windows reopened as late as they allow do not fit in [`MOST_WINDOWS`].
+pub const TOO_FAR_OFF: &str = "backends too far off the limiter's clock to measure in a run";
+
+/// The most windows a world held to a floor runs to measure backends far off the limiter's
+/// clock: a run's cost grows with its windows.
+const MOST_WINDOWS: u64 = 40;
+
+/// The windows of `minute` seconds a run takes to measure three stretches of a window reopened
+/// as late as backends `apart` seconds off the limiter's clock allow, and two more.
+fn stretched_windows(minute: u64, apart: u64) -> u64 {
+    let stretch = minute + 2 * apart + 2;
+    3 * stretch.div_ceil(minute) + 2
+}
+
+/// Whether [`stretched_windows`] fit in [`MOST_WINDOWS`].
+fn stretches_fit(minute: u64, apart: u64) -> bool {
+    stretched_windows(minute, apart) <= MOST_WINDOWS
 }
 
 /// How often a key spent as fast as it may is refilled, in seconds: the day window where the
@@ -458,19 +481,26 @@ fn free_of_quiet(cell: &Cell) -> f64 {
 
 /// The share of the plan the requests can reach with every answer as late as the longest
 /// latency injected: one request on the wire at a time per process (rule W's least), against
-/// the larger plan where the plan changes.
+/// the larger plan where the plan changes; where it goes down, in the window it comes in, the
+/// old plan (`served::allowance`) only as far as the time before it allows.
 fn room_for_round_trips(cell: &Cell) -> f64 {
-    let late = longest_latency(cell);
-    if late.is_zero() {
+    let late = longest_latency(cell).as_secs_f64();
+    if late == 0.0 {
         return 1.0;
     }
     // A window's first second may go to placing its end through `Date`.
-    let open = (cell.minute as f64 - 1.0).max(1.0);
-    let reach = processes(cell) as f64 * open / late.as_secs_f64();
+    let reach = |seconds: f64| processes(cell) as f64 * (seconds - 1.0).max(0.0) / late;
     let plan = cell.plan_change.map_or(cell.per_minute, |change| {
         change.per_minute.max(cell.per_minute)
     });
-    (reach / f64::from(plan.max(1))).min(1.0)
+    let share = reach(cell.minute as f64) / f64::from(plan.max(1));
+    let Some(down) = cell.plan_change.filter(|c| c.per_minute < cell.per_minute) else {
+        return share.min(1.0);
+    };
+    let window = cell.minute as i64 * 1_000;
+    let into = server_millis(cell, down.after).rem_euclid(window) as f64 / 1e3;
+    let before = reach(into).max(f64::from(down.per_minute));
+    share.min(before / f64::from(cell.per_minute)).min(1.0)
 }
 
 /// The longest delay a latency fault gives an answer.
