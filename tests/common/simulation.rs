@@ -215,8 +215,7 @@ pub fn world(seed: u64) -> Cell {
         cell.windows = cell.windows.max(quiet + stepped_back(&cell) + 3);
         // Backends off the limiter's clock by half a window or more reopen each window up
         // to twice that late (`hardships`): three such stretches are measured.
-        let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
-        if let Some(apart) = apart.filter(|apart| apart * 2 >= cell.minute) {
+        if let Some(apart) = far_apart(&cell) {
             cell.windows = cell.windows.max(stretched_windows(cell.minute, apart));
         }
         // A sliding day that binds frees its budget once a day: three of its refills are
@@ -381,7 +380,7 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a plan change", 0.5));
     }
     let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
-    if let Some(apart) = apart.filter(|apart| apart * 2 >= cell.minute) {
+    if let Some(apart) = far_apart(cell) {
         // A `Date` off from the limiter's clock by half a window or more cannot place the
         // window's end: the client keeps the reading of the backend furthest behind and
         // waits for the latest end the `Date`s allow (`clock/server_time.rs`), up to twice
@@ -424,6 +423,13 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
         hard.push(("a fleet on sliding windows", 0.5));
     }
     hard
+}
+
+/// How far the backends' clocks are off the limiter's, in seconds, where it is half a window
+/// or more.
+fn far_apart(cell: &Cell) -> Option<u64> {
+    let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
+    apart.filter(|apart| apart * 2 >= cell.minute)
 }
 
 /// The kind of world held to safety alone: backends so far off the limiter's clock that three
