@@ -1,11 +1,8 @@
-//! The budgets of the service's rate-limit windows as answers report them, and the others seen
-//! spending them: the state of `docs/DESIGN.md`.
-//!
-//! The headers show whichever window binds (a minute, a day), so up to [`MAX_WINDOWS`] are
-//! kept, told apart by their reset: a reset that moves no further than the time since the
-//! window's last answer (a sliding window, or a `Date` a second apart) names the same window.
-//! A window's budget is the least `remaining` its answers showed since it was last refilled;
-//! it is refilled when a fresh answer shows more left, or its reset has passed.
+//! The state of `docs/DESIGN.md`: the windows' budgets as answers report them, and others seen.
+//! The headers show whichever window binds (a minute, a day), so up to [`MAX_WINDOWS`] are kept,
+//! told apart by their reset: one that moves no further than the time since the window's last
+//! answer (a sliding window, or a `Date` a second apart) names the same window. A window is
+//! refilled (rule R) when a fresh answer shows more left, or when its reset has passed.
 
 use std::time::Duration;
 
@@ -16,12 +13,10 @@ use crate::headers::Quota;
 /// Windows the service can report at once; the specification has two.
 const MAX_WINDOWS: usize = 4;
 
-/// Answers without rate-limit headers in a row, no window known, after which the fleet's store
-/// takes the key for unmetered.
+/// Header-less answers in a row (no window known) before the fleet's store deems the key unmetered.
 const UNMETERED_AFTER: u32 = 8;
 
-/// Seconds by which answers of one period may disagree on its end: a reset in seconds from now
-/// is rounded, and a `Date` is truncated.
+/// Seconds by which one period's answers may disagree on its end: delays round, `Date`s truncate.
 const RESET_ROUNDING: u64 = 1;
 
 /// Answers over which the others are measured (rule O): recent enough that others who stopped
@@ -43,15 +38,13 @@ pub(crate) struct Own {
 }
 
 impl Own {
-    /// Own requests the service had surely counted when it answered: every one sent but those
-    /// still in flight beside the answered one.
+    /// Own requests surely counted by the answer: all sent but those in flight beside it.
     fn counted(self) -> u64 {
         self.sent.saturating_sub(self.in_flight.saturating_sub(1))
     }
 }
 
-/// Where a window stood at one answer: the budget left, the own requests surely counted, and
-/// those that may have been (sent in all, the ones still in flight included).
+/// A window at one answer: budget left, own requests surely counted, and all sent (maybe counted).
 #[derive(Debug, Clone, Copy)]
 struct Mark {
     remaining: u64,
@@ -68,25 +61,21 @@ struct Ends {
     latest: Instant,
 }
 
-/// One rate-limit window.
 #[derive(Debug, Clone)]
 struct Window {
     limit: u64,
     /// The reset on the service's clock (unix seconds): which window this is.
     reset: i64,
-    /// `None`: assumed. Its reset passed and the answers since carry no rate-limit headers,
-    /// so it is taken to be refilled to this process's share, with no end known.
+    /// `None`: assumed (rule A), taken as refilled to this process's share, with no end known.
     ends: Option<Ends>,
     /// The budget left: the least reported since the refill, less what was spent on doubt.
     remaining: u64,
-    /// The latest answer, and when its request was sent: an answer to an earlier request is
-    /// stale and can lower the budget, never raise it.
+    /// Latest answer, and when its request was sent: answers to earlier ones only lower the budget.
     last_at: Instant,
     as_of: Instant,
     /// The last [`MARKS`] answers, oldest first.
     marks: Vec<Mark>,
-    /// Own requests surely counted by the last answer before the refill: the period can count
-    /// no own request but those sent since.
+    /// Own requests the last answer before the refill surely counted: the period counts only later.
     counted_before: u64,
     /// How long the window is, as reckoned at its first report.
     #[cfg(feature = "metrics")]
@@ -96,9 +85,8 @@ struct Window {
 impl Window {
     /// Whether an answer that arrived at `at` with a reset of `reset` reports this window.
     fn names(&self, limit: u64, reset: i64, at: Instant) -> bool {
-        // An assumed or ended window's next period, where the limit tells it from another
-        // window's. Its end may be placed late by the reset's rounding and the round trip of
-        // the answer that placed it (a reset in seconds is read from the answer's arrival).
+        // An assumed or ended window's next period, told by its limit. Its end may be placed late
+        // by rounding and the placing answer's round trip (a reset in seconds counts from arrival).
         if reset > self.reset && limit == self.limit {
             let placed_late = Duration::from_secs(RESET_ROUNDING)
                 + self.last_at.saturating_duration_since(self.as_of);
@@ -132,7 +120,6 @@ impl Window {
         });
     }
 
-    /// Records where an answer left the window.
     fn mark(&mut self, own: u64, sent: u64) {
         if self.marks.len() == MARKS {
             self.marks.remove(0);
@@ -145,8 +132,7 @@ impl Window {
         });
     }
 
-    /// Rule O: how many instances spend the window, as the fall of its budget over the recent
-    /// answers compares with this process's own requests in that time; 1 when they explain it.
+    /// Rule O: its budget's fall across the last answers per own request meanwhile, at least 1.
     fn instances(&self) -> f64 {
         let (Some(first), Some(last)) = (self.marks.first(), self.marks.last()) else {
             return 1.0;
@@ -160,8 +146,8 @@ impl Window {
         (fallen as f64 / own.max(1) as f64).clamp(1.0, MAX_INSTANCES)
     }
 
-    /// What is left now if every instance went on spreading the budget over the time left
-    /// since the latest answer's request was sent: the others' requests since are in no answer.
+    /// What is left now if every instance kept spreading the budget since the latest answer's
+    /// request was sent: the others' requests since are in no answer.
     fn projected(&self, ends: Ends, now: Instant) -> f64 {
         let left = ends.at.saturating_duration_since(now).as_secs_f64();
         let then = ends.at.saturating_duration_since(self.as_of).as_secs_f64();
@@ -173,7 +159,6 @@ impl Window {
     }
 }
 
-/// What is left of one window, for the rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct WindowLeft {
     pub(crate) remaining: u64,
@@ -191,7 +176,6 @@ pub(crate) struct Span {
     pub(crate) projected: f64,
 }
 
-/// What is known of the budget at one instant.
 // Made and read on the stack at each admission: boxing its windows would allocate again.
 #[expect(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -211,8 +195,8 @@ pub(crate) struct Budget {
     pub(crate) zero_limit: Option<Instant>,
 }
 
-/// The windows of a [`Budget`], kept inline: a budget is made for every request admitted, and
-/// a `Vec` of them allocated and freed each time cost as much as the rules that read it.
+/// A [`Budget`]'s windows, inline: a budget is made per admission, and allocating a `Vec` each
+/// time costs as much as the rules that read it.
 #[derive(Clone, Copy)]
 pub(crate) struct WindowsLeft {
     len: usize,
@@ -279,9 +263,8 @@ impl Budgets {
         self.report_placed(quota, quota.reset.timestamp(), reset_at, reset_at, at, own);
     }
 
-    /// An answer that arrived at `at` reported `quota` of the period named `reset` (a unix
-    /// second), which ends at `reset_at`, and at `latest_end` at the latest, when this
-    /// process's own requests stood at `own`.
+    /// An answer arriving at `at`, with own requests at `own`, reported `quota` of the period
+    /// named `reset` (a unix second), ending at `reset_at` and at `latest_end` at the latest.
     pub(crate) fn report_placed(
         &mut self,
         quota: Quota,
@@ -297,9 +280,8 @@ impl Budgets {
             latest: latest_end.max(reset_at),
         };
         if reset_at <= at {
-            // Over while its request was on the wire, its period says nothing of the next.
-            // Sent after, the service still counted it there: the answering backend's `Date`
-            // runs ahead, and the period ends within the second that `Date` is truncated to.
+            // Ended with its request on the wire: says nothing of the next period. Sent after, it
+            // was counted there, the backend's `Date` running ahead: the period ends in its second.
             if sent < reset_at {
                 return;
             }
@@ -310,12 +292,10 @@ impl Budgets {
             };
         }
         self.without_quota = 0;
-        // The headers show the window that binds: any other whose reset passed has more left
-        // than this one shows, and is dropped.
+        // The headers show the binding window: any other past its reset has more left; drop it.
         let limit = quota.limit;
         let names = |w: &Window| w.names(limit, reset, at);
-        // The window this answer reports: one still open first; of ended ones, which all name
-        // their next period, the first, the others being its earlier periods.
+        // The reported window: an open one, else the first ended; the rest are its earlier periods.
         let matched = (self.windows.iter())
             .position(|w| !w.ended(at) && names(w))
             .or_else(|| self.windows.iter().position(names));
@@ -328,11 +308,10 @@ impl Budgets {
         let fresh = sent >= window.as_of;
         if fresh {
             let ended = window.ended(at);
-            // A new period, or one refilled in mid-period (a sliding window, a plan upgrade):
-            // what it shows spent at this answer may be this process's earlier requests,
-            // which a sliding window still counts, so others show only by its fall from here.
-            // A raise only from a request sent after the one that set the window: requests
-            // sent at one instant may be answered in any order.
+            // A new period, or a refill mid-period (sliding window, plan upgrade): what it shows
+            // spent may be this process's earlier requests, still counted, so others show only
+            // by its fall from here. A raise only from a request sent after the one that set the
+            // window: requests sent at one instant may be answered in any order.
             let later = sent > window.as_of;
             // A new limit is a plan change: the fall across it is the plan's, not others'.
             let replanned = quota.limit != window.limit;
@@ -355,8 +334,7 @@ impl Budgets {
         window.mark(counted, own.sent);
     }
 
-    /// Drops every window whose period ended by `at` but the one at `keep`: where that one is
-    /// then.
+    /// Drops every window ended by `at` but the one at `keep`, and returns that one's new index.
     fn drop_ended(&mut self, keep: Option<usize>, at: Instant) -> Option<usize> {
         let gone = |(i, w): (usize, &Window)| Some(i) != keep && w.ended(at);
         if !self.windows.iter().enumerate().any(gone) {
@@ -393,14 +371,13 @@ impl Budgets {
             #[cfg(feature = "metrics")]
             length: window_length(ends.at.saturating_duration_since(at)),
         };
-        // What was spent before this process's first answer of it is no one's to tell: a
-        // new process cannot tell others from its own earlier runs.
+        // What was spent before this process's first answer is no one's: a new process cannot
+        // tell others from its own earlier runs.
         window.refill(quota.remaining, own.counted(), own.sent);
         self.windows.push(window);
     }
 
-    /// An answer arrived at `at` without rate-limit headers: a window whose reset has passed
-    /// is taken to be refilled to this process's share of it (an assumed window, rule A).
+    /// A header-less answer at `at`: windows past their reset become assumed (rule A).
     pub(crate) fn report_none(&mut self, at: Instant, own: Own) {
         let instances = self.instances();
         let base = own.sent.saturating_sub(own.in_flight);
@@ -415,15 +392,13 @@ impl Budgets {
         }
     }
 
-    /// A response arrived whose rate-limit headers could not be read (repeated, negative,
-    /// not numbers): the request counts as spent, and the key as metered.
+    /// Rate-limit headers unreadable (repeated, negative, not numbers): request spent, key metered.
     pub(crate) fn report_unreadable(&mut self) {
         self.report_metered();
         self.spend_on_doubt();
     }
 
-    /// A 429 without rate-limit headers: the service meters the key, and an assumed window is
-    /// spent.
+    /// A 429 without rate-limit headers: the key is metered, and an assumed window is spent.
     pub(crate) fn report_metered(&mut self) {
         self.without_quota = 0;
         self.refused = true;
@@ -439,21 +414,19 @@ impl Budgets {
         }
     }
 
-    /// Whether the key looks unmetered: many answers without rate-limit headers, none with.
     pub(crate) fn unmetered(&self) -> bool {
         self.without_quota >= UNMETERED_AFTER
     }
 
-    /// How long the window whose reset is `reset` (unix seconds) is, as reckoned when it was
-    /// first reported; `None` for a window no longer kept.
+    /// The length of the window whose reset is `reset`; `None` for a window no longer kept.
     #[cfg(feature = "metrics")]
     pub(crate) fn length_of(&self, reset: i64) -> Option<Duration> {
         let window = self.windows.iter().find(|w| w.reset == reset);
         window.map(|w| w.length)
     }
 
-    /// The most own requests, of `sent` in all, that the period `quota` reports (at `at`) can
-    /// have counted: those sent since the last answer before it began.
+    /// The most of `sent` own requests the period `quota` reports (at `at`) can have counted:
+    /// those sent since the last answer before it began.
     pub(crate) fn own_in_period(&self, quota: &Quota, at: Instant, sent: u64) -> u64 {
         let reset = quota.reset.timestamp();
         (self.windows.iter())
@@ -469,16 +442,14 @@ impl Budgets {
             .fold(1.0, f64::max)
     }
 
-    /// Whether no other instance is seen spending the key.
     pub(crate) fn alone(&self) -> bool {
         self.instances() <= 1.0
     }
 
     pub(crate) fn known(&self, now: Instant) -> Known {
         let alone = self.alone();
-        // Alone, a window reopens where its reset is placed. With others, a second after the
-        // latest it may be: another's 429 at its end holds the key for a `Retry-After`
-        // rounded up to whole seconds.
+        // Alone, a window reopens at its placed reset; with others, a second after its latest end:
+        // another's 429 at its end holds the key for a `Retry-After` rounded up to whole seconds.
         let grace = Duration::from_secs(RESET_ROUNDING);
         let reopens = |ends: Ends| {
             if alone {
@@ -521,9 +492,8 @@ impl Budgets {
     }
 }
 
-/// The length of a window whose period ends `until_end` after its first report: the shortest
-/// of a minute, an hour and a day that the rest of the period fits in (less the second a
-/// truncated `Date` can overstate it by), or whole days beyond. For metrics only.
+/// A window's length from `until_end` at its first report: the shortest of a minute, an hour and
+/// a day that fits it (less the second a truncated `Date` may add), or whole days beyond.
 #[cfg(feature = "metrics")]
 fn window_length(until_end: Duration) -> Duration {
     const DAY: u64 = 86_400;

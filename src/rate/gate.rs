@@ -1,11 +1,10 @@
-//! The cooldown gate: after a response that asks for quiet (a 429, or a 503 with
-//! `Retry-After`), no request of any clone goes out until the wait is over; then one request
-//! probes before the rest are let through, so that held requests do not all fire at once into
-//! a service that is still refusing.
+//! The cooldown gate: after a response asking for quiet (a 429, or a 503 with `Retry-After`), no
+//! request of any clone goes out until the wait is over; then one probes before the rest, so held
+//! requests do not all fire at once into a service still refusing.
 //!
-//! Only fresh evidence opens the gate: each closing starts a new generation, every request
-//! carries the generation it was admitted under, and the answer to a request sent before the
-//! last closing (a late 2xx) can neither open the gate nor reset the backoff.
+//! Only fresh evidence opens it: each closing starts a generation, each request carries the one
+//! it was admitted under, and the answer to a request sent before the last closing (a late 2xx)
+//! can neither open the gate nor reset the backoff.
 
 use std::time::Duration;
 
@@ -17,26 +16,23 @@ use crate::headers::{Quiet, QuotaReading};
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
     until: Option<Instant>,
-    /// Responses in a row that asked for quiet: each closes the gate for longer, so that a
-    /// service answering `Retry-After: 0` to every request is still backed off from.
+    /// Quiet answers in a row: each closes for longer, so a steady `Retry-After: 0` is backed off.
     strikes: u32,
     /// The gate has closed and no response since has said the service is answering normally.
     half_open: bool,
     cause: Option<Quiet>,
     /// How many times the gate has closed: the generation of its state.
     generation: u64,
-    /// The response that closed it showed others spending the key: their `Retry-After`s may
-    /// end later than this one's.
+    /// Its last closing showed others spending the key: their `Retry-After`s may end later.
     contested: bool,
     /// A response that closed it, now or before, showed others spending the key.
     others_shown: bool,
 }
 
 impl Gate {
-    /// A response that arrived at `at`, to a request admitted under `generation`, asked for
-    /// quiet: close for the longer of what it asked and `backoff` of the strikes in a row before
-    /// it. An answer to a request sent before the gate last closed is part of the burst that
-    /// closed it: no strike of its own, and no new generation.
+    /// A response at `at` to a request of `generation` asked for quiet: close for the longer of
+    /// that and `backoff` of the strikes before it. An answer to a request sent before the last
+    /// closing is of the burst that closed it: no strike of its own, and no new generation.
     pub(crate) fn close(
         &mut self,
         at: Instant,
@@ -75,12 +71,10 @@ impl Gate {
         self.contested
     }
 
-    /// Whether a 429 whose quota read `reading`, met by a process that sent `sent` requests in
-    /// all and at most `in_period` in its period, shows others calling: its window was spent
-    /// by more than all, or is untouched (the quiet is left from the window before), or has
-    /// budget left (the quiet is another's) once a 429 showed others or after more than this
-    /// process sent into the period; and it may where the service meters the key in numbers
-    /// no one can read. A spent period is judged by all: it may be a longer window's.
+    /// Whether a 429 read as `reading`, after `sent` own requests (`in_period` at most in its
+    /// period), shows others: its window was spent by more than `sent` (it may be a longer
+    /// window's), is untouched (quiet left from the window before), or has budget left (another's
+    /// quiet) once a 429 showed others or more were used than `in_period`; unreadable, it may.
     pub(crate) fn shows_others(&self, reading: &QuotaReading, sent: u64, in_period: u64) -> bool {
         match reading {
             QuotaReading::Read(quota, _) => {
@@ -93,8 +87,8 @@ impl Gate {
         }
     }
 
-    /// A response that asked for no quiet, to a request admitted under `generation`: the
-    /// service is answering again, if the request was sent after the gate last closed.
+    /// A non-quiet answer to a request of `generation`: the service answers again if that request
+    /// was sent since the last closing.
     pub(crate) fn open(&mut self, generation: u64) {
         if generation == self.generation {
             self.strikes = 0;
@@ -117,7 +111,6 @@ impl Gate {
         self.half_open
     }
 
-    /// What closed the gate last.
     pub(crate) fn cause(&self) -> Option<Quiet> {
         self.cause
     }

@@ -1,17 +1,13 @@
-//! Which rate-limit state a client spends: the one of its API key on the service its base URL
-//! names. The registry of this process and the store of the fleet both find a state by the
-//! service as [`service`] writes it, so that spellings of one base URL share one budget.
+//! Which state a client spends: its API key's on the service its base URL names. The process's
+//! registry and the fleet's store both find it by [`service`], so URL spellings share a budget.
 
 use std::net::IpAddr;
 
 use url::{Host, Url};
 
-/// The service `base_url` names, written the same for every spelling of it: the scheme in
-/// lower case, the port (the scheme's default when none is written) and the path with one
-/// trailing slash. The host is left out: one key is one budget however its service's host is
-/// spelled (a trailing dot, a public and an internal name, a name and its address). Two
-/// services that share a key on one port and path but meter it apart each need a client of
-/// their own scope (`RateLimitScope::Client`).
+/// The service `base_url` names, alike for every spelling: lower-case scheme, port (the scheme's
+/// default if none is written) and path with one trailing slash, but no host: one key is one budget
+/// however its host is spelled (see `RateLimitScope::Process`).
 pub(crate) fn service(base_url: &Url) -> String {
     let port = base_url.port_or_known_default().unwrap_or_default();
     format!(

@@ -1,10 +1,9 @@
-//! A lease: requests the fleet's store grants this process at once, spent here one by one with
-//! no round trip each, and what was not spent given back with the next round trip.
+//! A lease: requests the fleet's store grants this process at once, spent here with no round trip
+//! each; what is not spent goes back with the next round trip.
 //!
-//! A lease is sized by the rate this process spent its last one at, over [`LEASE_FOR`], as
-//! Envoy's rate-limit quota service and Google's Doorman size quotas; the store caps it by the
-//! time left in the window and by a share of what is left (`redis.lua`), so that the fleet never
-//! spends more than the service allows and leaves little unspent when a window ends.
+//! Sized by the rate the last lease was spent at, over [`LEASE_FOR`] (as Envoy's quota service and
+//! Google's Doorman do); the store caps it by the window's time left and a share of what is left
+//! (`redis.lua`), so the fleet never overspends and leaves little unspent at a window's end.
 
 // Without the `redis` feature no store exists, and the parts only a store uses go unused.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -13,14 +12,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The longest a lease may be spent: how long this process may go on spending without hearing
-/// of a quiet another instance met (a 429's `Retry-After`), and so how late a fleet's cooldown
-/// reaches a process that calls steadily. Every such process still asks the store at least
-/// this often.
+/// How long a lease may be spent, and so how late a quiet another instance met (a 429's
+/// `Retry-After`) reaches a steady caller, who asks the store at least this often.
 pub(crate) const LEASE_FOR: Duration = Duration::from_millis(100);
 
-/// The most requests one lease asks for: a bound on what a call cancelled while its lease is
-/// granted leaves unspent until the window ends.
+/// Bounds what a call cancelled while its lease is granted leaves unspent until the window ends.
 const LARGEST: u64 = 1_024;
 
 /// What the store granted with an admission.
@@ -37,8 +33,7 @@ pub(crate) struct Grant {
 }
 
 impl Grant {
-    /// The admission of one request and no lease: what the next lease is sized by, when
-    /// requests come one by one.
+    /// One admission and no lease: sizes the next lease when requests come one by one.
     pub(crate) fn single() -> Self {
         Self {
             units: 1,
@@ -53,8 +48,8 @@ impl Grant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Return {
     pub(crate) units: u64,
-    /// The store's number for the lease's first admission: a store whose count of admissions
-    /// is lower lost the state since, and the windows it holds now never lent these.
+    /// The store's number for the lease's first admission: a store whose count of admissions is
+    /// lower lost the state since, and the windows it holds now never lent these.
     pub(crate) first: u64,
     pub(crate) periods: Vec<i64>,
     /// When the last of its windows ends: given back later, it gives nothing.
@@ -64,7 +59,6 @@ pub(crate) struct Return {
 /// This process's lease, spent or not: what it has left, and what sizes the next one.
 #[derive(Debug)]
 pub(crate) struct Lease {
-    /// The store's number for its first admission: which lease it is.
     first: u64,
     /// The store's number for the next admission spent from it.
     next: u64,
@@ -80,8 +74,8 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// The lease of `grant`, asked for at `asked` (its time runs from then, never later than
-    /// the store's); admission `first`, the asking request's own, is spent already.
+    /// The lease of `grant`, asked for at `asked` (its time runs from then, never later than the
+    /// store's); admission `first`, the asking request's own, is spent already.
     pub(crate) fn new(grant: Grant, first: u64, metered: bool, asked: Instant) -> Self {
         Self {
             first,
@@ -96,8 +90,7 @@ impl Lease {
         }
     }
 
-    /// Spends one request at `now`: its admission number, unless nothing is left for an
-    /// admission that is `metered` or not.
+    /// Spends one at `now`: its admission number, or `None` if none is left or `metered` differs.
     pub(crate) fn spend(&mut self, now: Instant, metered: bool) -> Option<u64> {
         if self.left == 0 || now >= self.until || self.metered != metered {
             return None;
@@ -124,18 +117,15 @@ impl Lease {
         self.first
     }
 
-    /// When its time is over.
     pub(crate) fn until(&self) -> Instant {
         self.until
     }
 
-    /// Whether its time is over at `now`.
     pub(crate) fn over(&self, now: Instant) -> bool {
         now >= self.until
     }
 
-    /// Whether it was taken from the window of `period`, or from none (the key is not
-    /// metered).
+    /// Whether it was taken from the window of `period`, or the key is not metered.
     pub(crate) fn covers(&self, period: i64) -> bool {
         !self.metered || self.periods.contains(&period)
     }
@@ -145,8 +135,7 @@ impl Lease {
         self.left > 0 && !self.over(now)
     }
 
-    /// How many requests to ask for next: the rate this one was spent at, from its grant to
-    /// `now`, over [`LEASE_FOR`].
+    /// How many to ask for next: this lease's rate from its grant to `now`, over [`LEASE_FOR`].
     pub(crate) fn want(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.granted_at).as_secs_f64();
         let wanted = self.spent as f64 * LEASE_FOR.as_secs_f64() / elapsed.max(1e-6);

@@ -1,6 +1,5 @@
-//! The line of held requests: first in first out, and only the first in line waits on the
-//! rate-limit state, so a response wakes one waiter, not all. A request behind one that is held
-//! past the time it may wait fails at once instead of waiting in vain.
+//! Held requests, first in first out. Only the first waits on the rate-limit state, so a response
+//! wakes one waiter, not all; a request that would give up before the one ahead goes fails at once.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -86,8 +85,7 @@ impl Line {
 }
 
 impl Turn<'_> {
-    /// The first in line is held until `until`: requests that join later read it, and those
-    /// already in line are woken only if one of them gives up before then.
+    /// Publishes the hold to later joiners; those in line wake only if one gives up before `until`.
     pub(super) fn held(&self, until: Instant, hold: Hold) {
         let line = self.line;
         let wake = lock(&line.waiting)

@@ -2,8 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-/// Locks a mutex whose data stays consistent at every point a panic could occur, so a poisoned
-/// lock is still usable.
+/// Locks a mutex whose data is consistent wherever a panic could occur, ignoring poisoning.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()

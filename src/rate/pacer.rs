@@ -10,9 +10,9 @@ use super::gate::Gate;
 
 /// How a client spends the rate-limit budget the service reports.
 ///
-/// Set it with [`PetStoreClientBuilder::pacing`](crate::PetStoreClientBuilder::pacing). In
-/// every mode the client holds every request while the service asked for quiet (after a 429,
-/// or a 503 with `Retry-After`), and then lets one request through before the rest.
+/// Set it with [`PetStoreClientBuilder::pacing`](crate::PetStoreClientBuilder::pacing). Every mode
+/// holds all requests while the service asked for quiet (after a 429, or a 503 with `Retry-After`),
+/// then lets one through before the rest.
 ///
 /// | mode | budget spent | for |
 /// | --- | --- | --- |
@@ -20,9 +20,8 @@ use super::gate::Gate;
 /// | [`Sole`](Self::Sole) | as fast as calls come, all at once, until the window's budget is spent, whatever the answers show | a process known to be the key's only user that wants concurrent requests on the wire |
 /// | [`Off`](Self::Off) | not paced: only 429s hold requests back | a service that does not meter by these headers |
 ///
-/// In `Shared` and `Sole` nothing is assumed about a window until a response of that window
-/// reports it: at the start, and whenever a window resets, one request goes alone and the
-/// others wait for its answer.
+/// `Shared` and `Sole` assume nothing of a window until a response reports it: at the start, and
+/// whenever a window resets, one request goes alone and the others wait for its answer.
 ///
 /// ```
 /// use petstore_client::{Pacing, PetStoreClient};
@@ -37,8 +36,7 @@ use super::gate::Gate;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Pacing {
-    /// Spend the budget as fast as calls come while this process is seen to be the key's only
-    /// user; spread its share over the window once others are seen.
+    /// Spend as fast as calls come while seen alone on the key; spread a share once others are.
     #[default]
     Shared,
     /// Spend the budget as fast as calls come: this process is the key's only user.
@@ -47,24 +45,21 @@ pub enum Pacing {
     Off,
 }
 
-/// Rule W: more than one request of this process on the wire at once only while what is left
-/// covers this many times those requests and one more request each of [`UNSEEN`] others: the
-/// instances the contract covers, each taking itself for the key's only user, cannot then
-/// empty the window before the requests on the wire arrive.
+/// Rule W: more than one request on the wire only while what is left covers this many times
+/// those, the next, and one each of [`UNSEEN`] others: the instances the contract covers, each
+/// taking itself for the only user, then cannot empty the window before those requests arrive.
 const BURST_SHARE: u64 = 9;
 
-/// Rule C: how much later than this instance's another's `Retry-After` may end: waits are
-/// given in whole seconds, rounded up.
+/// Rule C: how much later another's `Retry-After` may end than ours: it is whole seconds, rounded
+/// up from another instant.
 const ROUNDING: Duration = Duration::from_secs(1);
 
 /// Rule W: the other instances, unseen, that the contract covers beside this one.
 const UNSEEN: u64 = 8;
 
-/// Rule S: the most requests of a key's only user on the wire at once without rate-limit
-/// headers is 2 to the power of the answers in a row less one, and in an assumed window, at
-/// most 2 to this: the first 429 finds at most 8 requests of an instance, fewer than a service
-/// that bans at the tenth needs to ban it. With others seen, one: the first 429 finds at most
-/// one of each instance.
+/// Rule S: without rate-limit headers, a key's only user keeps at most 2^(answers in a row − 1)
+/// requests on the wire, and at most 2^this (also in an assumed window): the first 429 finds at
+/// most 8 of an instance's, too few for a service that bans at the tenth. With others seen, one.
 const MAX_DOUBLINGS: u32 = 3;
 
 /// Why a request waits.
@@ -72,8 +67,7 @@ const MAX_DOUBLINGS: u32 = 3;
 pub(crate) enum Hold {
     /// The gate is closed after a response that asked for quiet.
     Cooldown,
-    /// Another request is finding out the budget (at the start, after a window ended, or
-    /// after a cooldown); this one goes when it is answered.
+    /// Another request is finding out the budget (rule P); this one goes when it is answered.
     Probe,
     /// The budget of a window is spent (counting requests in flight).
     Spent,
@@ -113,8 +107,7 @@ pub(crate) struct View<'a> {
     /// A hold the fleet's shared state asked for, while it lasts.
     pub(crate) remote: Option<(Instant, Hold)>,
     pub(crate) known: Known,
-    /// How many instances spend the key (rule O), at least 1; 1 while a shared store counts
-    /// them all.
+    /// Instances spending the key (rule O), at least 1; 1 while a shared store counts them all.
     pub(crate) instances: f64,
     /// Another instance spends the key, as rule O or a shared store counts them.
     pub(crate) others: bool,
@@ -156,8 +149,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     {
         return Decision::Until(until, Hold::ZeroLimit);
     }
-    // Rule C. With others seen, a second longer: the `Retry-After` another instance was
-    // given, rounded up to whole seconds from another instant, may end up to a second later.
+    // Rule C, a `ROUNDING` longer with others seen.
     let grace = if view.instances > 1.0 || view.gate.contested() {
         ROUNDING
     } else {
@@ -170,8 +162,8 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     if let Some((until, hold)) = view.remote {
         return Decision::Until(until, hold);
     }
-    // Rule P. The probe after a cooldown into a window the last answer showed spent would
-    // meet another 429: it waits for the window's end (rule B).
+    // Rule P. A probe after a cooldown into a window shown spent would meet a 429: it waits for
+    // the window's end (rule B).
     if view.gate.half_open() || (metered && view.known == Known::Unknown) {
         if let (true, Known::Budget(budget)) = (metered, &view.known)
             && let Some(hold @ Decision::Until(..)) = spent(budget, 0)
@@ -187,9 +179,7 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     let in_flight = view.wire.in_flight;
     let budget = match &view.known {
         _ if !metered => return GO,
-        // Rule S.
-        // A first answer without headers may be a proxy's error page: the doubling starts at
-        // the second.
+        // Rule S. A first header-less answer may be a proxy's page: doubling starts at the second.
         Known::Unreported(_) if view.others && in_flight > 0 => {
             return Decision::ForResponse(Hold::Pace);
         }
@@ -225,8 +215,8 @@ pub(crate) fn decide(view: &View<'_>, pacing: Pacing, now: Instant) -> Decision 
     fair_share(budget, view, now)
 }
 
-/// Rule B: a window whose budget the requests in flight spend holds until it reopens; an
-/// assumed one, with no end known, lets one request at a time find out.
+/// Rule B: a window the requests in flight spend holds until it reopens; an assumed one (no end
+/// known) lets one request at a time find out.
 fn spent(budget: &Budget, in_flight: u64) -> Option<Decision> {
     let window = budget.windows.iter().find(|w| w.remaining <= in_flight)?;
     match window.ends {
@@ -236,8 +226,7 @@ fn spent(budget: &Budget, in_flight: u64) -> Option<Decision> {
     }
 }
 
-/// Rule F: once others are seen, this process's share of what every window has left (at the
-/// fleet's pace), spread evenly over the time the window has left.
+/// Rule F: this process's share of each window's projected budget, spread over its time left.
 fn fair_share(budget: &Budget, view: &View<'_>, now: Instant) -> Decision {
     let instances = view.instances;
     let in_flight = view.wire.in_flight;

@@ -1,6 +1,5 @@
-//! The shared rate-limit state in Redis: one hash per API key and service, changed only by
-//! one Lua script (`redis.lua`), so that each admission, or lease of admissions, is one atomic
-//! round trip.
+//! The shared rate-limit state in Redis: one hash per API key and service, changed only by one Lua
+//! script (`redis.lua`), so that each admission, or lease of admissions, is one atomic round trip.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -26,35 +25,29 @@ use super::store::{
     Store, Told, Verdict,
 };
 
-/// The prefix of every Redis key this crate writes. The hash that follows is in braces, a
-/// Cluster hash tag: a key's slot is the tag's, so that keys a later version adds beside the
-/// state (the script's keys must share one slot) can be given the same tag.
+/// Starts every key this crate writes; the hash after it is braced as a Cluster hash tag, so that
+/// keys a later version adds can share the state's slot, as the script's keys must.
 const PREFIX: &str = "petstore-client:v1:";
 
-/// How long connecting, or one reply, may take. The caller's timeout bounds every operation;
-/// this only ends what the caller gave up on.
+/// Per connect and reply; the caller's timeout bounds operations, this only ends abandoned ones.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// How soon the instances listening on a key are counted again after the first count; the
-/// wait doubles up to [`RETRY_EVERY`].
+/// Delay before the second count of a key's listeners; it doubles up to [`RETRY_EVERY`].
 const FIRST_RECOUNT: Duration = Duration::from_millis(100);
 
-/// What an instance publishes on a key's quiet channel to ask the others for the quiet they
-/// keep; a quiet is published as its length in ms.
+/// Asks the others, on a key's quiet channel, for their quiet; a quiet itself is sent in ms.
 const ASK: &str = "?";
 
 /// Where the shared state's Redis is.
 pub(crate) enum Topology {
     /// One server, over TCP, TLS or a Unix socket.
     Server(redis::Client),
-    /// A Redis Cluster: its connection sends the script to the node that owns the state's
-    /// slot and follows MOVED and ASK when the slot moves. `address`: the nodes', to show.
+    /// Sends the script to the slot's node, following MOVED and ASK. `address`: the nodes'.
     Cluster {
         client: ClusterClient,
         address: String,
     },
-    /// The master that Sentinel names, found again after a failover. `address`: the
-    /// service's name and the sentinels' addresses, to show.
+    /// Sentinel's master, found again after a failover. `address`: the service and sentinels.
     Sentinel {
         client: tokio::sync::Mutex<SentinelClient>,
         address: String,
@@ -83,9 +76,8 @@ impl Topology {
         }
     }
 
-    /// A client of the server whose channels carry the state's messages: the one server, or
-    /// the master Sentinel names now; `None` for a Cluster, whose nodes this crate does not
-    /// subscribe to.
+    /// The server whose channels carry the state's messages: the one server, or Sentinel's master
+    /// now; `None` for a Cluster, whose nodes this crate does not subscribe to.
     async fn publisher(&self) -> RedisResult<Option<redis::Client>> {
         match self {
             Self::Server(client) => Ok(Some(client.clone())),
@@ -94,10 +86,9 @@ impl Topology {
         }
     }
 
-    /// Passes each quiet published on `channel` to `heard` until it is no longer wanted, and
-    /// how many listen on it, at once, then after [`FIRST_RECOUNT`] and twice as long each
-    /// time up to every [`RETRY_EVERY`], however many quiets come; a failed subscription says
-    /// so, and is made again a second later.
+    /// Passes `heard` each quiet on `channel` and its listener count, every [`FIRST_RECOUNT`]
+    /// doubling to [`RETRY_EVERY`] however many quiets come, until `heard` wants no more; a failed
+    /// subscription is [`Told::Uncounted`], retried after [`RETRY_EVERY`].
     async fn listen(self: Arc<Self>, channel: String, heard: Heard) {
         while heard(Told::Nothing) {
             if let Ok(Ok(Some(client))) =
@@ -112,9 +103,8 @@ impl Topology {
                 if let Ok(Ok((mut messages, mut counter))) =
                     tokio::time::timeout(CONNECTION_TIMEOUT, subscribed).await
                 {
-                    // Due at once: a deadline past asks as soon as no quiet is waiting. The
-                    // count is asked again soon, then less and less often, as a fleet that
-                    // starts at once subscribes over its first second.
+                    // Due at once, yet a waiting quiet goes first. Recounted soon, then ever less
+                    // often: a fleet starting together subscribes over its first second.
                     let mut count_at = Instant::now();
                     let mut count_every = FIRST_RECOUNT;
                     loop {
@@ -146,18 +136,15 @@ impl Topology {
         }
     }
 
-    /// Whether `error` may mean that the connection reaches a server that is no longer the
-    /// master, so that Sentinel must be asked again: the old master is gone, or a failover
-    /// made it a replica, which answers a write with READONLY. A server's connection manager
-    /// and the cluster's connection find their way back on their own.
+    /// Whether `error` may mean Sentinel's master changed (gone, or a replica after a failover:
+    /// READONLY), so Sentinel must be asked again; server and cluster connections recover alone.
     fn must_ask_again(&self, error: &RedisError) -> bool {
         matches!(self, Self::Sentinel { .. })
             && (lost(error) || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
     }
 }
 
-/// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`), or nothing if the
-/// server does not say in time.
+/// Subscribers to `channel` (`PUBSUB NUMSUB`), or nothing if the server does not say in time.
 async fn listeners(connection: &mut MultiplexedConnection, channel: &str) -> Told {
     let mut command = redis::cmd("PUBSUB");
     command.arg("NUMSUB").arg(channel);
@@ -190,8 +177,7 @@ fn explained(error: &RedisError) -> String {
     format!("{text}; {fix}")
 }
 
-/// How many ms before `now` the requests sent without an admission were answered, and how
-/// many then, as the script reads them: `<ms>:<requests>` each, separated by spaces.
+/// Requests sent without an admission: `<ms since answered>:<requests>` each, for the script.
 fn answered_ago(answered: &[(Instant, u64)], now: Instant) -> String {
     let ages: Vec<String> = answered
         .iter()
@@ -215,8 +201,7 @@ enum Connection {
 
 impl Connection {
     fn manager(client: redis::Client) -> RedisResult<Self> {
-        // The manager only reconnects, once per failure, rather than retrying with its own
-        // backoff.
+        // Only reconnects, once per failure, with no retries or backoff of its own.
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(0)
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
@@ -252,8 +237,7 @@ impl Connection {
     }
 }
 
-/// The cluster client's settings: redirections (MOVED, ASK) count as retries, so it keeps
-/// its default number of them, within the caller's timeout.
+/// Keeps the default retries, which redirections (MOVED, ASK) use up, within the caller's timeout.
 pub(crate) fn cluster_client(nodes: Vec<redis::ConnectionInfo>) -> RedisResult<ClusterClient> {
     ClusterClient::builder(nodes)
         .connection_timeout(CONNECTION_TIMEOUT)
@@ -261,7 +245,6 @@ pub(crate) fn cluster_client(nodes: Vec<redis::ConnectionInfo>) -> RedisResult<C
         .build()
 }
 
-/// The shared state in the Redis of `topology`.
 pub(crate) fn store(topology: Topology) -> SharedStore {
     SharedStore::new(Arc::new(RedisStore {
         topology: Arc::new(topology),
@@ -273,11 +256,10 @@ pub(crate) fn store(topology: Topology) -> SharedStore {
 
 struct RedisStore {
     topology: Arc<Topology>,
-    /// The connection, once made; cloned for each operation.
+    /// Once made; cloned for each operation.
     connection: Mutex<Option<Connection>>,
-    /// The connection being made, in a task of its own: a caller that gives up (its timeout)
-    /// leaves it running for the next caller, so that a connection slower to make than the
-    /// timeout (a cluster's, which asks for the slots) is still made.
+    /// Being made, in a task of its own so that a caller that times out leaves it to the next: a
+    /// connection slower than the timeout (a cluster's asks for the slots) still gets made.
     connecting: tokio::sync::Mutex<Option<JoinHandle<RedisResult<Connection>>>>,
     script: redis::Script,
 }
@@ -363,9 +345,8 @@ impl RedisStore {
                 if self.topology.must_ask_again(&error) {
                     lock(&self.connection).take();
                 }
-                // A connection lost while Redis was away fails once, and a new one is made (by
-                // the manager, or by asking Sentinel again): the second try waits for it, so
-                // that a Redis that is back is found at once.
+                // A connection lost while Redis was away fails once and is remade (by the manager,
+                // or Sentinel again); the retry waits for it, to find a Redis that is back at once.
                 self.connection()
                     .await?
                     .invoke(&invocation)
@@ -377,11 +358,10 @@ impl RedisStore {
     }
 }
 
-/// Says once, at start-up, what in this Redis's settings can lose the state: a policy that
-/// evicts keys when memory is full (every key of the state expires, so `volatile-*` evicts it
-/// too), or no persistence. A lost state is found out again by one request, at the cost of that
-/// request and of the others' wait, so a `WARN` is for what loses it often, and for a Redis
-/// that does not let the settings be read. A Redis that does not answer is the outage's to log.
+/// Logs once, at start-up, which settings can lose the state: eviction when memory is full (the
+/// state's keys all expire, so `volatile-*` evicts them too), or no persistence. One request finds
+/// a lost state again, at the cost of it and the others' wait, so only what loses it often, or
+/// unreadable settings, is a `WARN`; a Redis that does not answer is the outage's to log.
 async fn check_settings(mut connection: Connection) {
     let settings = async {
         Ok::<_, redis::RedisError>((
@@ -424,8 +404,7 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Leases given back, as the script reads them: `<requests>@<first admission>:<period>...`
-/// each, separated by spaces.
+/// Leases given back, for the script: `<requests>@<first admission>:<period>...`, space-separated.
 fn returned(returns: &[Return]) -> String {
     let mut text = String::new();
     for back in returns {

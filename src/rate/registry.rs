@@ -14,20 +14,17 @@ use super::lock::lock;
 
 /// Which clients share one rate-limit state (budgets, cooldown, the queue of held requests).
 ///
-/// Set it with
-/// [`PetStoreClientBuilder::rate_limit_scope`](crate::PetStoreClientBuilder::rate_limit_scope).
+/// Set it with [`rate_limit_scope`](crate::PetStoreClientBuilder::rate_limit_scope) on the builder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum RateLimitScope {
-    /// Every client in this process built for the same base URL and API key shares one state,
-    /// so a client built per request or per module cannot defeat the discipline. The state is
-    /// found by a hash of the key, never the key, and freed with the last client using it.
+    /// Every client in this process built for the same base URL and API key shares one state, so a
+    /// client built per request or per module cannot defeat the discipline. The state is found by a
+    /// hash of the key, never the key, and freed with the last client using it.
     ///
-    /// Base URLs are compared as the service they name, whatever its host is called: the
-    /// scheme, the port and the path tell services apart, never the host's spelling (a
-    /// trailing dot, a public and an internal name, a name and its address), since one key is
-    /// one budget. Two services on one port and path that meter one key apart need
-    /// [`Client`](Self::Client).
+    /// Base URLs are compared by scheme, port and path, never by the host's spelling (a trailing
+    /// dot, a public and an internal name, a name and its address), since one key is one budget.
+    /// Two services on one port and path that meter one key apart need [`Client`](Self::Client).
     #[default]
     Process,
     /// This client and its clones have a state of their own, as if in a process of their own
@@ -35,8 +32,7 @@ pub enum RateLimitScope {
     Client,
 }
 
-/// Keyed by a hash of the service the base URL names and the key (with a random per-process seed); the key
-/// itself is never stored.
+/// Keyed by a hash of the service and the key, seeded per process; the key is never stored.
 type Registry = Mutex<HashMap<u64, Weak<dyn Any + Send + Sync>>>;
 
 fn id(base_url: &Url, key: &str) -> u64 {
