@@ -1,18 +1,14 @@
-//! The service's clock, as a response's `Date` header shows it.
-//!
-//! `X-RateLimit-Reset` and an HTTP-date `Retry-After` are instants on the service's clock. A
-//! local clock that runs ahead or behind would turn them into waits that are too short (a burst
-//! into a window that has not opened yet) or too long. The `Date` header of the same response
-//! says what the service's clock read when it answered; anchored to the local monotonic instant
-//! the response head arrived, it turns any server timestamp into a local instant, whatever the
-//! skew.
+//! The service's clock, read from a response's `Date`. `X-RateLimit-Reset` and an HTTP-date
+//! `Retry-After` are instants on it; a skewed local clock would make their waits too short (a
+//! burst into a window not yet open) or too long. `Date`, anchored to the local monotonic instant
+//! the response head arrived, maps any server timestamp to a local instant whatever the skew.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderValue;
 use tokio::time::Instant;
 
-use super::{self as clock, Clock};
+use super::local::{Clock, after_from};
 
 /// What the service's clock read at a local instant.
 #[derive(Debug, Clone, Copy)]
@@ -23,25 +19,20 @@ pub(crate) struct ServerTime {
     at: Instant,
     /// Read from a `Date` header (this response's or an earlier one's), not the local clock.
     dated: bool,
-    /// How much less than `unix` the service's clock may read, in seconds: a `Date` one
-    /// second more than the last cannot be told from a backend exactly a second ahead, and
-    /// the reading takes it for the same clock read closer to its tick.
+    /// Seconds by which the service's clock may read less than `unix`: a `Date` a second past
+    /// the last, taken as the same clock read nearer its tick, may be a backend a second ahead.
     may_lag: f64,
 }
 
 impl ServerTime {
-    /// The service's time at `at`, from the response's `Date`; without a usable one, the local
-    /// wall clock's.
-    ///
-    /// `Date` has one-second resolution and is truncated, so the service's clock read somewhere
-    /// in `[Date, Date + 1 s)` when the head left; taking `Date` itself places every later
+    /// The service's time at `at`: the response's `Date`, else the local wall clock's. `Date` is
+    /// truncated (the clock read within `[Date, Date + 1 s)`), so taking it places every later
     /// server instant at its latest possible local instant: waits come late, never early.
     pub(crate) fn of_response(date: Option<&HeaderValue>, at: Instant, local: &Clock) -> Self {
         Self::of_date(date.and_then(unix_of_date), at, local)
     }
 
-    /// [`of_response`](Self::of_response) of a `Date` already read as Unix seconds (`None`:
-    /// none, or not a date).
+    /// [`of_response`](Self::of_response) of a `Date` as Unix seconds (`None`: absent or invalid).
     fn of_date(date: Option<f64>, at: Instant, local: &Clock) -> Self {
         Self {
             unix: date.unwrap_or_else(|| local.unix_at(at)),
@@ -51,22 +42,18 @@ impl ServerTime {
         }
     }
 
-    /// The local instant at which the service's clock reads `unix` seconds; `at` itself when
-    /// that has already passed.
+    /// The local instant the service's clock reads `unix` seconds; `at` once that has passed.
     pub(crate) fn instant_of(&self, unix: i64) -> Instant {
         self.instant_reading(unix, self.unix)
     }
 
-    /// The latest local instant at which the service's clock may read `unix` seconds: later
-    /// than [`instant_of`](Self::instant_of) places it where a `Date` that moved the reading
-    /// forward may have come from a backend a second ahead.
+    /// The latest local instant the service's clock may read `unix`: allows for `may_lag`.
     fn latest_instant_of(&self, unix: i64) -> Instant {
         self.instant_reading(unix, self.unix - self.may_lag)
     }
 
     /// [`instant_of`](Self::instant_of) and [`latest_instant_of`](Self::latest_instant_of)
-    /// `unix` together: one instant, placed once, unless a `Date` may have moved the reading
-    /// forward, as it has not on most answers.
+    /// `unix`, placed once when no `Date` may have moved the reading forward (most answers).
     fn instants_of(&self, unix: i64) -> (Instant, Instant) {
         let at = self.instant_of(unix);
         if self.may_lag > 0.0 {
@@ -76,19 +63,17 @@ impl ServerTime {
         }
     }
 
-    /// The local instant at which the service's clock reads `unix` seconds, if it read `now`
-    /// at `at`.
+    /// The local instant the service's clock reads `unix` seconds, if it read `now` at `at`.
     fn instant_reading(&self, unix: i64, now: f64) -> Instant {
         let ahead = unix as f64 - now;
         if ahead <= 0.0 {
             return self.at;
         }
         let wait = Duration::try_from_secs_f64(ahead).unwrap_or(Duration::MAX);
-        clock::after_from(self.at, wait)
+        after_from(self.at, wait)
     }
 
-    /// How long from `at` until the service's clock reads `date` (an HTTP-date); zero when it
-    /// has passed.
+    /// How long from `at` until the service's clock reads `date` (an HTTP-date); zero if passed.
     pub(crate) fn until(&self, date: SystemTime) -> Duration {
         let unix = date
             .duration_since(UNIX_EPOCH)
@@ -101,8 +86,8 @@ impl ServerTime {
         self.unix
     }
 
-    /// How far the service's clock is ahead of the `local` wall clock, in seconds (negative:
-    /// behind); `None` when no `Date` could be read, as the reading is then the local clock's.
+    /// Seconds the service's clock is ahead of the `local` wall clock (negative: behind); `None`
+    /// without a readable `Date`, as the reading is then the local clock's.
     pub(crate) fn offset(&self, local: &Clock) -> Option<f64> {
         self.dated.then(|| self.unix - local.unix_at(self.at))
     }
@@ -150,62 +135,53 @@ fn unix_of_date(value: &HeaderValue) -> Option<f64> {
 /// The seconds one `Date` value spans: it is truncated to the second.
 const DATE_SECOND: f64 = 1.0;
 
-/// How long a reading of the service's clock is kept as the best one; beyond that a drift
-/// between the two clocks could add up to an early wait.
+/// How long a reading stays the best one: beyond that, clock drift could add up to an early wait.
 const READING_KEPT_FOR: Duration = Duration::from_secs(60);
 
-/// New `Date` values a second or more ahead of the reading kept, none of them agreeing with
-/// it, after which the service's clock is taken to have stepped forward: behind a load
-/// balancer, backends whose clocks disagree answer in turn, and a backend behind the others
-/// answers again long before this many (two backends in turn: one chance in 65,536).
+/// New `Date`s in a row a second or more ahead of the reading kept that mean the service's clock
+/// stepped forward: behind a load balancer, backends whose clocks disagree answer in turn, and
+/// one behind the others answers again long before this many (two backends: one chance in 65,536).
 const AHEAD_TO_STEP: u32 = 16;
 
-/// Seconds within which a request is taken to be sent at the instant a reset was placed: the
-/// rounding of an instant placed from `f64` seconds.
+/// Seconds within which a request counts as sent at a reset's placed instant: `f64` rounding.
 const AT_THE_INSTANT: f64 = 1e-6;
 
-/// The least a reading kept is taken to be uncertain by, in seconds: a `Date` is written before
-/// the answer leaves, so the second it names may have ended by the time the answer arrives.
+/// Floor on a kept reading's uncertainty (s): a `Date`'s second may end before its answer arrives.
 const LEAST_SLACK: f64 = 0.1;
 
-/// The reading of the service's clock that places its instants latest: responses keep coming,
-/// each `Date` a lower bound of the service's time when it arrived, and an upper bound a second
-/// above it. Of one clock, the bounds narrow as answers come, so that with a steady flow of
-/// responses the service's clock is known to within a tenth of a second, not to within the
-/// second `Date` shows: short windows are then placed no later than they end. A reading that
-/// falls outside the bounds is another clock. Of backends whose clocks disagree behind one
-/// limiter, the one furthest behind is kept: a backend ahead, even by less than a second,
-/// cannot bring a window's end forward. A clock stepping back is followed at once; one
-/// stepping forward after [`AHEAD_TO_STEP`] answers ahead in a row, or once no answer has
-/// agreed with the reading kept for [`READING_KEPT_FOR`].
+/// The reading of the service's clock that places its instants latest. Each `Date` bounds the
+/// service's time at arrival from below, and a second more from above; one clock's answers
+/// narrow this to a tenth of a second under a steady flow (so short windows are placed no later
+/// than they end), and a reading outside the bounds is another clock. Of backends whose clocks
+/// disagree behind one limiter, the furthest behind is kept: one ahead, even by under a second,
+/// cannot bring a window's end forward. A clock stepping back is followed at once; forward,
+/// after [`AHEAD_TO_STEP`] answers ahead in a row or [`READING_KEPT_FOR`] with none agreeing.
 #[derive(Debug, Default)]
 pub(crate) struct ServerClock {
-    /// The `Date` value last seen, when it was first, and what it reads as (Unix seconds),
-    /// so that it is read again only when it changes, or comes again a second or more later:
-    /// one clock shows a value for less than a second, so that is another clock, a second or
-    /// more behind the one that showed it. Its text is parsed only when it changes.
+    /// The `Date` last seen, when first, and its Unix seconds. It is read again only when it
+    /// changes or recurs a second or more later (one clock shows a value under a second, so
+    /// that is another clock, a second or more behind), and parsed only when it changes.
     last_date: Option<(HeaderValue, Instant, Option<f64>)>,
     best: Option<ServerTime>,
-    /// A reading of the service's clock that no backend up to a second ahead of the others
-    /// can have moved forward: a `Date` raises it only to a second below what it shows.
-    /// Instances that have seen others reopen a second after a window's end as this places it.
+    /// A reading no backend up to a second ahead can have moved forward (a `Date` raises it only
+    /// to its value less a second); instances that have seen others reopen a second after the
+    /// window end this places.
     behind: Option<ServerTime>,
-    /// How far past what `best` predicts the service's clock may read, in seconds: a second
-    /// for a reading alone (a `Date` truncates), less as readings of the same clock bound it
-    /// from above, never below [`LEAST_SLACK`]; a `Date` claiming more is a clock ahead.
+    /// Seconds the service's clock may read past `best`'s prediction: 1 for a lone reading (a
+    /// `Date` truncates), narrowed by the same clock's later ones, never below [`LEAST_SLACK`]; a
+    /// `Date` claiming more is a clock ahead.
     slack: f64,
     /// New `Date` values ahead of `best` by a second or more since one agreed with it.
     ahead_in_a_row: u32,
     /// When a `Date` last agreed with `best`, to within the second it truncates.
     agreed_at: Option<Instant>,
-    /// The tightest bound that answers put on the clock that writes `X-RateLimit-Reset`: it
-    /// read less than the reset (Unix seconds) when the request was sent (the instant).
+    /// Tightest bound on the clock writing `X-RateLimit-Reset`: at the instant a request was
+    /// sent, it read under the reset (Unix seconds).
     reset_bound: Option<(Instant, i64)>,
 }
 
 impl ServerClock {
-    /// The service's time at `at`, the instant a response with `date` (its first `Date`)
-    /// arrived.
+    /// The service's time at `at`, when a response with `date` (its first `Date`) arrived.
     pub(crate) fn read(
         &mut self,
         date: Option<&HeaderValue>,
@@ -259,12 +235,11 @@ impl ServerClock {
         }
     }
 
-    /// The local instants, earliest and latest ([`ServerTime::instants_of`]), at which the
-    /// period whose reset is `unix` ends, for an answer `reading` places, to a request sent at
-    /// `sent`. The service counted each request before its period's end on the clock that
-    /// writes the reset, so a reading ahead of that clock at a request's sending (backends
-    /// ahead of their limiter) is ahead by at least as much: resets are placed that much later,
-    /// by the tightest such bound of the last [`READING_KEPT_FOR`].
+    /// The earliest and latest local instants ([`ServerTime::instants_of`]) the period with reset
+    /// `unix` ends, as `reading` places it, for a request sent at `sent`. The service counted each
+    /// request before its period's end on the reset's clock, so a reading past the reset at a
+    /// request's sending (backends ahead of their limiter) is at least that far ahead of it:
+    /// resets are placed that much later, by the tightest such bound within [`READING_KEPT_FOR`].
     pub(crate) fn place_reset(
         &mut self,
         reading: &ServerTime,
@@ -297,10 +272,9 @@ impl ServerClock {
         reading.less(behind).instants_of(unix)
     }
 
-    /// What to keep of `behind` and a new reading: whichever backend wrote its `Date`, one
-    /// up to a second ahead included, the service's clock reads no less than a second below
-    /// it, and a reading a second or more below `behind` is a clock further behind (or the
-    /// service's stepping back).
+    /// What to keep of `behind` and a new reading: whichever backend wrote a `Date` (one up to a
+    /// second ahead included), the service's clock reads no less than a second below it, and a
+    /// reading a second or more below `behind` is a clock further behind (or a step back).
     fn no_later(behind: ServerTime, reading: ServerTime) -> ServerTime {
         let predicted = behind.predict(reading.at);
         if reading.unix + DATE_SECOND <= predicted {
@@ -326,9 +300,8 @@ impl ServerClock {
                 return reading;
             }
             if raise <= -DATE_SECOND {
-                // A clock behind the one kept, by a second or more of what the two readings
-                // show: it reads less than the one kept less a second, so a reading of more
-                // is the clock ahead again, not this one read closer to its tick.
+                // A clock a second or more behind the kept one: it reads under the kept one less a
+                // second, so a reading above that is the clock ahead, not this one nearer its tick.
                 self.slack = (-raise - DATE_SECOND).clamp(LEAST_SLACK, DATE_SECOND);
                 return reading;
             }
