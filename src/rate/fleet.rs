@@ -9,9 +9,10 @@ use tokio::time::Instant;
 
 use super::lease::{Grant, Lease};
 use super::link::{Ask, StoreLink};
+use super::outbox::Outcome;
 use super::permit::Permit;
 use super::state::{PROBE, Shared, State};
-use super::store::{Heard, Outcome, SharedStore, Told, Verdict};
+use super::store::{Heard, SharedStore, Told, Verdict};
 
 /// How long an instance whose first admission found no state, while others listen, waits for
 /// their answers to its ask for a quiet: a Redis that evicts the state as soon as it is

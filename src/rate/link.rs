@@ -4,7 +4,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Once};
 
 use super::lease;
-use super::store::{Outcome, Present, Seen, SharedStore};
+use super::outbox::Outcome;
+use super::store::{Present, Seen, SharedStore};
 
 /// The state the fleet shares for this client's key.
 #[derive(Debug)]
@@ -62,7 +63,7 @@ impl StoreLink {
 pub(super) struct Ask {
     /// Whether to spend from the window budgets, or only obey the cooldown.
     pub(super) metered: bool,
-    /// What the store gave this process ([`Exchange::seen`](super::store::Exchange::seen)).
+    /// What the store gave this process ([`Exchange::seen`](super::exchange::Exchange::seen)).
     pub(super) seen: Seen,
     /// Admitted as if the store counted every instance: without its verdict, decided again.
     pub(super) exact: bool,

@@ -16,6 +16,7 @@
 //! that an error. The backoff of its cooldown comes from the caller, as a function.
 
 mod budget;
+mod exchange;
 mod fleet;
 mod gate;
 mod held;
@@ -24,6 +25,7 @@ mod lease;
 mod line;
 mod link;
 mod lock;
+mod outbox;
 mod pacer;
 mod permit;
 #[cfg(feature = "redis")]

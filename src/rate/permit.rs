@@ -8,9 +8,9 @@ use tokio::time::Instant;
 
 use super::lease::Lease;
 use super::link::Linked;
+use super::outbox::{Outcome, WindowReport};
 use super::pacer::Pacing;
 use super::state::{Shared, State};
-use super::store::{Outcome, WindowReport};
 use crate::clock::{self, ServerTime};
 use crate::headers::{self, Head, Quiet, Quota, QuotaReading, ResetGiven};
 

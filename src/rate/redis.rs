@@ -19,10 +19,10 @@ use url::Url;
 use super::identity::service;
 use super::lease::{Grant, LEASE_FOR, Return};
 use super::lock::lock;
+use super::outbox::{News, Outcome, PROBE_FOR};
 use super::pacer::Hold;
 use super::store::{
-    Admission, BoxFuture, Heard, News, Outcome, PROBE_FOR, RETRY_EVERY, Seen, SharedStore, Spent,
-    Store, Told, Verdict,
+    Admission, BoxFuture, Heard, RETRY_EVERY, Seen, SharedStore, Spent, Store, Told, Verdict,
 };
 
 /// Starts every key this crate writes; the hash after it is braced as a Cluster hash tag, so that

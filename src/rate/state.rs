@@ -7,13 +7,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::budget::{Budgets, Known, Own};
+use super::exchange::Exchange;
 use super::gate::Gate;
 use super::lease::Lease;
 use super::line::Line;
 use super::link::StoreLink;
 use super::lock::lock;
 use super::pacer::{self, Decision, Hold, Pacing, View, Wire};
-use super::store::{self, Exchange, SharedStore};
+use super::store::{self, SharedStore};
 use crate::clock::{self, Clock, ServerClock};
 use crate::headers::{Quota, QuotaReading};
 
