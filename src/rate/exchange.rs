@@ -1,5 +1,4 @@
-//! What this process heard from the fleet's store, and rule N for when the store does not count
-//! the fleet.
+//! What this process heard from the fleet's store, and rule N for when the store does not count it.
 
 use std::time::Duration;
 
@@ -15,40 +14,33 @@ use crate::clock;
 pub(crate) struct Exchange {
     /// Held by the store until then.
     pub(crate) remote: Option<(Instant, Hold)>,
-    /// A request asks the store whether its hold (of this kind) is over, and the others wait
-    /// for the answer.
+    /// A request asks the store whether its hold of this kind is over; the others await the answer.
     pub(crate) asking_again: Option<Hold>,
-    /// The store answered the last admission: it meters the budget exactly, so this process
-    /// need not guess how many others spend it.
+    /// The store answered the last admission, so it meters exactly: no guessing others' spending.
     pub(crate) live: bool,
-    /// The highest admission number the store gave this process, or 1 once it answered without
-    /// one: a store that holds no state, or counts fewer admissions, lost it.
+    /// What the store gave this process, by which a store finds it lost the state ([`Seen`]).
     pub(crate) seen: Seen,
     /// The store's last admission opened the state: it has counted no other instance yet.
     pub(crate) unconfirmed: bool,
     /// How many instances the store last said hear the key's quiets.
     pub(crate) listeners: u64,
-    /// The times the store said it lost the state.
     pub(crate) losses: Losses,
     /// The last lease granted, spent or not.
     pub(crate) lease: Option<Lease>,
-    /// A request asks the store for a lease: the others ask for themselves meanwhile, so
-    /// that no two leases are out at once.
+    /// A request asks for a lease; meanwhile the others ask for one each, so no two leases are out.
     pub(crate) leasing: bool,
     /// The fleet's window as answers and the store showed it, kept through a loss of the state.
     pub(crate) periods: Periods,
 }
 
-/// The periods of the fleet's window, as this instance saw them end: rule N shares their
-/// probes out while the store does not count the fleet.
+/// The fleet window's periods as this instance saw them end: rule N shares out their probes.
 #[derive(Debug, Default)]
 pub(crate) struct Periods {
     limit: u64,
     /// The latest period seen (the service's reset, unix seconds), when it ends, and when this
     /// instance first saw it: the window is at least as long as it was seen.
     latest: Option<(i64, Instant, Instant)>,
-    /// The least step seen between two periods, two seconds at least (a reset given in
-    /// seconds from now moves by one within a period): the window's length, or a multiple.
+    /// The least step seen between periods, at least [`LEAST_LENGTH`]: the window or a multiple.
     length: Option<Duration>,
     /// The end of the period last drawn for, and whether this instance sits it out.
     drawn: Option<(Instant, bool)>,
@@ -69,11 +61,10 @@ impl Periods {
         self.latest = Some((period, ends, at));
     }
 
-    /// Rule N: the probes of a period, made by instances that do not hear each other's
-    /// answers, are about as many as its limit allows: this instance, one of `instances`,
-    /// probes a period that began by `now` with the chance `limit ÷ instances`, drawn once a
-    /// period, and otherwise sits it out, reopening a second after it ends, as with others seen.
-    /// Before two periods are seen, the window is taken to be as long as the latest was seen.
+    /// Rule N: so that instances hearing none of each other's answers probe a period about as often
+    /// as its limit allows, this one of `instances` probes a period begun by `now` with chance
+    /// `limit ÷ instances`, drawn once a period, else sits it out till a second past its end (as
+    /// with others seen). Until two periods are seen, the window is as long as the latest was seen.
     pub(crate) fn draw(&mut self, instances: f64, now: Instant) -> Decision {
         const GO: Decision = Decision::Go { probe: true };
         let reopens = |end: Instant| clock::after_from(end, Duration::from_secs(1));
@@ -107,17 +98,15 @@ impl Periods {
     }
 }
 
-/// The shortest window rule N reckons with: a reset given in seconds from now moves by one
-/// within a period.
+/// The shortest window rule N reckons with: a reset given as a delay moves by one within a period.
 const LEAST_LENGTH: Duration = Duration::from_secs(2);
 
 /// How long after the store last lost the state this process's own discipline counts the
 /// others as if there were no store, and the least time between two log lines of losses.
 pub(crate) const LOST_FOR: Duration = Duration::from_secs(60);
 
-/// How long after the store said another instance found the state lost while it admitted
-/// requests this process counts the others itself: that state's admissions are answered by
-/// then (`LOST_SINCE` in `redis.lua`).
+/// How long this process counts the others itself once told another instance found the state lost
+/// while it admitted: that state's admissions are answered by then (`LOST_SINCE`, `redis.lua`).
 pub(crate) const LOST_SINCE_FOR: Duration = Duration::from_secs(2);
 
 /// The times the store said it lost the state.
@@ -140,8 +129,7 @@ impl Exchange {
         matches!(self.remote, Some((until, Hold::Cooldown)) if until > now)
     }
 
-    /// The store lost the state at `now`: once a minute at most, a WARN says so and what to
-    /// change.
+    /// The store lost the state at `now`: a WARN, once a minute at most, says so and what to do.
     pub(crate) fn lost(&mut self, now: Instant) {
         let losses = &mut self.losses;
         losses.last = Some(now);
@@ -174,8 +162,7 @@ impl Exchange {
         }
     }
 
-    /// Another instance found the state lost while it admitted requests, the store said at
-    /// `now`.
+    /// The store said at `now` that another instance found the state lost while it admitted.
     pub(crate) fn lost_since(&mut self, now: Instant) {
         self.losses.lost_since = Some(now);
     }
@@ -193,8 +180,7 @@ impl Exchange {
             && over(self.losses.lost_since, LOST_SINCE_FOR)
     }
 
-    /// How many requests to ask the store for: one while a lease is asked for, and while
-    /// there is no last lease to size the next by.
+    /// How many requests to ask the store for: one while leasing, or with no last lease to size by.
     pub(crate) fn want(&self, now: Instant) -> u64 {
         match &self.lease {
             Some(lease) if !self.leasing => lease.want(now),

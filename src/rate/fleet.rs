@@ -14,9 +14,8 @@ use super::permit::Permit;
 use super::state::{PROBE, Shared, State};
 use super::store::{Heard, SharedStore, Told, Verdict};
 
-/// How long an instance whose first admission found no state, while others listen, waits for
-/// their answers to its ask for a quiet: a Redis that evicts the state as soon as it is
-/// written keeps no cooldown for instances that start during one.
+/// How long an instance whose admission found no state while others listen waits for answers to
+/// its ask for a quiet: a Redis evicting on write keeps no cooldown for instances starting in one.
 const ASK_FOR: Duration = Duration::from_millis(50);
 
 impl StoreLink {
@@ -48,10 +47,9 @@ impl StoreLink {
         });
     }
 
-    /// On the first call, waits, at most the store's timeout, until the store has said how
-    /// many instances listen on the key, or that it cannot: a state the store loses as soon as
-    /// it writes it counts no one, and a fleet starting at once would otherwise spend a window
-    /// as if each instance were alone.
+    /// First call only: waits (at most the store's timeout) until the store says how many instances
+    /// listen on the key, or that it cannot. A state lost on write counts no one: a fleet starting
+    /// at once would otherwise spend a window as if each instance were alone.
     pub(super) async fn hear_the_fleet(&self, shared: &Shared) {
         if self.counted_once.load(Ordering::Relaxed) {
             return;
@@ -65,9 +63,8 @@ impl StoreLink {
         self.counted_once.store(true, Ordering::Relaxed);
     }
 
-    /// The store's verdict on `ask`, and whether it found no state while others listen: a
-    /// state lost as soon as it is written keeps no cooldown, so the others are asked for the
-    /// quiet they keep, and given [`ASK_FOR`] to answer, before the probe goes.
+    /// The store's verdict on `ask`, and whether it found no state while others listen: then the
+    /// others are asked for the quiet they keep, and given [`ASK_FOR`], before the probe goes.
     async fn verdict(&self, shared: &Shared, ask: &Ask) -> (Option<Verdict>, bool) {
         let verdict = (self.store)
             .admit(&self.name, ask.metered, ask.seen, ask.want)
@@ -81,8 +78,8 @@ impl StoreLink {
         (verdict, found_none)
     }
 
-    /// Asks the fleet's shared state whether the request the process admitted may go;
-    /// `None` if the fleet holds it (the process then holds every request as long).
+    /// Asks the fleet's store whether `permit` may go; `None` if the fleet holds it (the process
+    /// then holds every request as long).
     pub(super) async fn ask<'a>(
         &'a self,
         shared: &Arc<Shared>,
@@ -96,8 +93,8 @@ impl StoreLink {
             let mut state = shared.lock();
             state.store.verdict(verdict.as_ref(), asked);
             let answered = permit.answered(&mut state);
-            // A response of this process asked for quiet while the store decided, too late for
-            // the store to have heard of it, or another instance answered the ask with one.
+            // A quiet came while the store decided: from a response here, too late for the store
+            // to have heard of it, or from another instance answering the ask.
             let told = found_none && state.store.held_for_quiet(Instant::now());
             probe_over |= told;
             let quiet_since = state.gate.generation() != permit.generation || told;
@@ -115,9 +112,9 @@ impl StoreLink {
                     if lost_since {
                         state.store.lost_since(asked);
                     }
-                    // A loss this instance did not know of: a Redis that evicts the state loses
-                    // it for every instance at once, and each probes only as rule N draws it. One
-                    // that sits out tells the store its probe is over, so that another probes.
+                    // A loss this instance did not know of: an evicting Redis loses the state
+                    // for every instance at once, so each probes only as rule N draws. One that
+                    // sits out tells the store its probe is over, so that another probes.
                     if lost && ask.exact && state.draw(Instant::now()) != PROBE {
                         probe_over = true;
                         (None, answered | permit.release(&mut state))
@@ -131,8 +128,7 @@ impl StoreLink {
                         (Some(permit), answered)
                     }
                 }
-                // Not sent: the call waits out the quiet in line like the others; what it
-                // leased goes back.
+                // Not sent: it waits out the quiet in line like the others; its lease goes back.
                 Some(Verdict::Go {
                     admitted, lease, ..
                 }) => {
@@ -145,13 +141,11 @@ impl StoreLink {
                 // Admitted trusting the store to count the others: not sent, so that the
                 // process's own count of them decides it.
                 None if ask.exact => (None, answered | permit.release(&mut state)),
-                // Without an answer the process's own discipline decides alone, and the fleet
-                // hears of the request later.
+                // No answer: this process's discipline decides; the fleet hears of it later.
                 None => {
                     permit.fleet.unadmitted = ask.metered;
                     (Some(permit), answered)
                 }
-                // It was not sent, and the process holds every request as long.
                 Some(Verdict::Hold(wait, hold, spent)) => {
                     state.held_by_store(self, wait, hold, spent);
                     (None, answered | permit.release(&mut state))
@@ -165,10 +159,9 @@ impl StoreLink {
         permit
     }
 
-    /// The fleet's store admitted a request asked at `asked` as its `admitted`-th, with `lease`
-    /// if it granted one. A request admitted alone starts the next lease's sizing, so that
-    /// requests coming faster are leased; one admitted beside a lease, asked for or granted,
-    /// leaves it be.
+    /// The store admitted a request asked at `asked` as its `admitted`-th, with `lease` if granted.
+    /// One admitted alone starts the next lease's sizing, so that faster requests are leased; one
+    /// beside a lease, asked for or granted, leaves it be.
     fn take_lease(
         &self,
         shared: &Arc<Shared>,
@@ -204,9 +197,8 @@ impl StoreLink {
     }
 }
 
-/// Gives back at once what the lease numbered `first` did not spend when its time is over:
-/// the other instances, held while the window's budget is out on leases, find it then, not
-/// when this process next calls, which may be after the window's end.
+/// When lease `first` is over, gives back at once what it did not spend: the others, held while
+/// the budget is out on leases, get it then, not at the next call here, maybe after the window.
 async fn give_back_when_over(
     shared: Arc<Shared>,
     store: Arc<SharedStore>,

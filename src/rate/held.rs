@@ -50,8 +50,7 @@ impl Waited {
     }
 }
 
-/// The holds of one admission as they come, one unbroken stretch at a time. Only holds count:
-/// the time to decide, or to ask the fleet's store, is not a hold.
+/// One admission's holds, one unbroken stretch at a time; deciding or asking the store is no hold.
 #[derive(Default)]
 pub(super) struct Holds {
     current: Option<(HeldBy, Instant)>,

@@ -1,19 +1,16 @@
 //! The rate discipline: every request of every client on one key waits here until the service's
 //! rate limits allow it, and every response head reports back here.
 //!
-//! One idea per file: [`budget`] keeps the budgets of the windows the headers report; [`gate`]
-//! is the cooldown after a response that asks for quiet; [`pacer`] decides whether a request
-//! may go; [`state`] is one key's state in this process; [`line`](mod@line) keeps held
-//! requests first in first out; [`registry`] gives every client of one key in a process the
-//! same state; [`permit`] is a request on the wire and the report of its answer; [`held`] says
-//! why and how long a request was held. [`store`] is the state a fleet shares (in Redis, with
-//! the `redis` feature), [`link`] and [`fleet`] what a client asks it, and [`lease`] the share
-//! of it this process spends without a round trip each. The request path sees only
-//! [`RateLimiter`] and its [`Permit`].
+//! One idea per file: [`budget`], the budgets of the windows the headers report; [`gate`], the
+//! cooldown a response asks for; [`pacer`], whether a request may go; [`state`], one key's state in
+//! this process; [`line`](mod@line), held requests first in first out; [`registry`], one state per
+//! key in a process; [`permit`], a request on the wire and its answer's report; [`held`], why and
+//! how long a request was held; [`store`], the state a fleet shares (in Redis, with the `redis`
+//! feature), asked through [`link`] and [`fleet`]; [`lease`], a share of it spent without a round
+//! trip each. The request path sees only [`RateLimiter`] and its [`Permit`].
 //!
-//! This module reads response heads through `headers` and time through `clock`, and imports
-//! nothing else of the crate: it says why a request is held ([`Held`]), and `execute` makes
-//! that an error. The backoff of its cooldown comes from the caller, as a function.
+//! Of the crate this module imports only `headers` and `clock`: it says why a request is held
+//! ([`Held`]) for `execute` to make an error, and takes its cooldown's backoff as a function.
 
 mod budget;
 mod exchange;
@@ -112,9 +109,8 @@ impl RateLimiter {
         (state.budgets.instances(), live, state.store.losses.total)
     }
 
-    /// [`admit`](Self::admit) when the request may go at once, as most do: nobody in line, no
-    /// fleet's store to ask, and this process's discipline lets it go. `None`, having changed
-    /// nothing, when it may not: then `admit` decides.
+    /// [`admit`](Self::admit) for a request that may go at once, as most do: nobody in line, no
+    /// fleet's store, and the discipline lets it go. Else `None`, having changed nothing.
     pub(crate) fn try_admit(&self) -> Option<(Permit<'_>, Waited)> {
         if self.store.is_some() {
             return None;
@@ -132,10 +128,8 @@ impl RateLimiter {
         Some((permit, Waited::default()))
     }
 
-    /// Waits, first in first out, until a request may be sent, and says how long it waited
-    /// and why. Fails with what holds it ([`Held`]) at once when a hold would last past
-    /// `give_up_at`, and at `give_up_at` when the request is still waiting then: in line, for
-    /// another request's answer, or out a hold.
+    /// Waits, first in first out, until a request may go; says how long and why. Fails with
+    /// [`Held`] at once if a hold would outlast `give_up_at`, or at `give_up_at` if still waiting.
     pub(crate) async fn admit(
         &self,
         operation: &'static str,
@@ -151,17 +145,14 @@ impl RateLimiter {
             let (permit, ask) = self
                 .admit_here(operation, give_up_at, &mut logged, &mut holds)
                 .await?;
-            // The line's turn is left before the store's round trip: waiting for Redis holds
-            // no other call. Held by the fleet, the call joins the line again, where the
-            // fleet's hold now holds every call of the process.
-            // Without a round trip to the store, the permit is handed out at the instant the
-            // process admitted it: the clock need not be read again.
+            // The turn in line ends before the store's round trip: waiting for Redis holds no other
+            // call. Held by the fleet, it rejoins the line, where that hold now holds every call.
             let (permit, asked) = match (ask, &self.store) {
                 (Some(ask), Some(link)) => (link.ask(&self.shared, permit, ask).await, true),
                 _ => (Some(permit), false),
             };
             if let Some(mut permit) = permit {
-                // The last hold ended where the process admitted it, as it handed it out.
+                // Without a round trip, the last hold ended at admission: no clock read needed.
                 let now = if asked {
                     Instant::now()
                 } else {
@@ -174,9 +165,7 @@ impl RateLimiter {
         }
     }
 
-    /// [`admit`](Self::admit) by this process's own discipline: the permit, and what to ask
-    /// the fleet's store, unless there is none or this process's lease admits it; what held
-    /// it is added to `holds`.
+    /// [`admit`](Self::admit) by this process's own discipline, what held it added to `holds`.
     async fn admit_here(
         &self,
         operation: &'static str,
@@ -196,8 +185,7 @@ impl RateLimiter {
                 ));
             }
         };
-        // Most requests go at once and need no wake-up: only one that will wait registers for
-        // it, then decides again.
+        // Most go at once; only a request that will wait registers for a wake-up and decides again.
         {
             let now = Instant::now();
             let mut state = shared.lock();
@@ -247,8 +235,7 @@ impl RateLimiter {
         }
     }
 
-    /// The request's turn in line, its wait for it added to `holds`; what holds the one ahead
-    /// when that lasts past `give_up_at`.
+    /// Its turn in line, the wait added to `holds`; or what holds the one ahead past `give_up_at`.
     async fn join_line(
         &self,
         give_up_at: Instant,
@@ -294,8 +281,7 @@ impl RateLimiter {
         let Some(link) = self.store.as_ref() else {
             return (permit, None);
         };
-        // The first request after the fleet's hold asks alone whether it is over,
-        // so that the others do not all ask again and again.
+        // The first request after the fleet's hold asks alone whether it is over; others wait.
         if let Some((_, hold)) = state.store.remote.take() {
             state.store.asking_again = Some(hold);
             permit.fleet.asks_again = true;
@@ -309,8 +295,7 @@ impl RateLimiter {
             permit.fleet.admitted = admitted;
             return (permit, None);
         }
-        // What a lease whose time is over did not spend goes back with this
-        // round trip.
+        // What a lease whose time is over did not spend goes back with this round trip.
         if let Some(lease) = state.store.lease.as_mut().filter(|l| l.over(now)) {
             link.give_back(lease.end());
         }
@@ -337,8 +322,8 @@ impl RateLimiter {
             Decision::ForResponse(hold) => (Duration::ZERO, Some(hold)),
             Decision::Go { .. } => (Duration::ZERO, None),
         };
-        // Held by a 503's quiet: while the gate is closed, or while the one probe after it is
-        // out. Every other hold is the rate limit's.
+        // A 503's quiet holds while the gate is closed or its one probe is out; any other hold
+        // is the rate limit's.
         let after_unavailable = matches!(state.gate.cause(), Some(Quiet::Unavailable(_)));
         let unavailable = match hold {
             Some(Hold::Cooldown) => after_unavailable,

@@ -12,16 +12,15 @@ use tokio::time::Instant;
 use super::lease::Return;
 use super::lock::lock;
 
-/// How long one instance may probe a window period the fleet does not know yet before
-/// another may: the probe's answer normally releases the others at once.
+/// How long one instance may probe a period the fleet does not know before another may; the
+/// probe's answer normally releases the others at once.
 pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
 
-/// The most instants at which requests sent without the store's admission were answered, told
-/// at once: an instance sends about its share of a window while the store does not answer.
+/// The most instants, told at once, at which requests sent without the store's admission were
+/// answered: while the store does not answer, an instance sends about its share of a window.
 const MAX_ADMITTED_HERE: usize = 64;
 
-/// How long a request sent without the store's admission may count in a window: a day, the
-/// longest window a service reports.
+/// How long a request sent without the store's admission may count in a window: the longest, a day.
 const ADMITTED_HERE_COUNTS_FOR: Duration = Duration::from_secs(86_400);
 
 /// One window's budget as a response reported it.
@@ -31,11 +30,9 @@ pub(crate) struct WindowReport {
     pub(crate) remaining: u64,
     /// The period's end on the service's clock (unix seconds): which period this is.
     pub(crate) period: i64,
-    /// The local instant the period ends; sent as a duration from the moment of sending, so
-    /// that no two hosts need agree on the time.
+    /// The local instant the period ends; sent as time left, so no two hosts' clocks need agree.
     pub(crate) ends_at: Instant,
-    /// The store's number for the admission of the request answered (0: not admitted by the
-    /// store): the requests admitted after it are not in `remaining` yet.
+    /// The answered request's admission number (0: none): later admissions are not in `remaining`.
     pub(crate) admitted: u64,
     /// When the request answered was sent: `remaining` counts what this process sent before.
     pub(crate) sent_at: Instant,
@@ -52,19 +49,18 @@ pub(crate) enum Outcome {
     Quiet(Duration),
 }
 
-/// The most windows whose reports, and the most leases given back, kept for one state; the
-/// specification has two windows.
+/// The most windows reported, and leases given back, kept for one state (the spec has two windows).
 const MAX_PENDING: usize = 4;
 
-/// The most reports kept for one state: one per answer numbered by the store, so that the
-/// store can tell each answer counted after the one that opened its window.
+/// The most reports kept for one state: one per answer the store numbered, so that it can tell
+/// each answer counted after the one that opened its window.
 const MAX_REPORTS: usize = 16;
 
 /// The most states whose reports wait for the store at once.
 const MAX_UNSENT: usize = 64;
 
-/// What the fleet has yet to hear from this process about one state. Kept until the store
-/// takes it, so that neither a cancelled call nor a store that did not answer in time loses it.
+/// What the fleet has yet to hear from this process about one state: kept until the store takes
+/// it (see [`Taken`]), so that neither a cancelled call nor a store's timeout loses it.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Unsent {
     /// The reports of each window, the lowest first: one per answer the store numbered while
@@ -72,24 +68,20 @@ pub(crate) struct Unsent {
     windows: Vec<WindowReport>,
     /// The end of the longest quiet responses asked for.
     quiet_until: Option<Instant>,
-    /// A response came without quiet (a probe is over); it matters until then, when the probe
-    /// would have expired anyway.
+    /// A response came without quiet (a probe is over); by then the probe would have expired.
     normal_until: Option<Instant>,
-    /// Requests this process sent without the store's admission (while it did not answer), by
-    /// when they were answered, in order: the service counts them, and so must every window of
-    /// the fleet's whose opening answer may not. At most [`MAX_ADMITTED_HERE`] instants, the
-    /// earliest merged into the next.
+    /// Requests sent without the store's admission (it did not answer), by answer instant, in
+    /// order: the service counts them, so must each fleet window whose opening answer may not. At
+    /// most [`MAX_ADMITTED_HERE`] instants, the earliest merged into the next.
     admitted_here: Vec<(Instant, u64)>,
-    /// Until when they may count in a window still open: a day, the longest window, after
-    /// the last was sent.
+    /// Until when they may count in an open window: [`ADMITTED_HERE_COUNTS_FOR`] after the last.
     admitted_until: Option<Instant>,
     /// Leased requests not spent.
     returns: Vec<Return>,
 }
 
-/// Whether `report` says less is left than `than`, of one window. The store takes off the
-/// admissions after each report's own: of two answers numbered by it, the lower sum says less is
-/// left. The service's numbers can be anything: the sums saturate.
+/// Whether `report` says less is left than `than` of one window: the store takes off admissions
+/// after each report's own, so two it numbered compare by `remaining + admitted` (saturating).
 fn lower(report: &WindowReport, than: &WindowReport) -> bool {
     if report.admitted > 0 && than.admitted > 0 {
         report.remaining.saturating_add(report.admitted)
@@ -122,8 +114,7 @@ impl Unsent {
         }
     }
 
-    /// Keeps `report`: the store opens a window from its first report, so the lowest goes
-    /// first.
+    /// Keeps `report`; the store opens a window from its first report, so the lowest goes first.
     fn queue(&mut self, report: WindowReport) {
         let Some(first) = self.windows.iter().position(|w| w.period == report.period) else {
             let periods = self
@@ -219,8 +210,7 @@ impl Unsent {
         }
     }
 
-    /// Until when any of it matters to the fleet: a quiet or a window over, or a probe
-    /// expired, needs no telling.
+    /// Until when any of it matters: a quiet or window over, or a probe expired, needs no telling.
     pub(super) fn matters_until(&self) -> Option<Instant> {
         let windows = self.windows.iter().map(|w| w.ends_at).max();
         let returns = self.returns.iter().map(|r| r.until).max();
@@ -298,8 +288,7 @@ impl Drop for Taken<'_> {
     }
 }
 
-/// A task retries the reports of `name`; dropped before it `ended` (its runtime shut down),
-/// another task may take over.
+/// A task retries `name`'s reports; dropped before it `ended` (runtime shut down), another may.
 pub(super) struct Retrying<'a> {
     pub(super) outbox: &'a Mutex<Outbox>,
     pub(super) name: &'a str,
@@ -317,14 +306,11 @@ impl Drop for Retrying<'_> {
 /// What an instance tells the store: applied before anything else it asks.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct News<'a> {
-    /// Reports not yet sent.
     pub(crate) reports: &'a [WindowReport],
     /// What a response not yet told asked of every instance.
     pub(crate) outcome: Outcome,
-    /// Requests sent without the store's admission, by when they were answered, to be spent
-    /// from the window budgets.
+    /// Requests sent without the store's admission, by answer instant, to spend from the budgets.
     pub(crate) admitted_here: &'a [(Instant, u64)],
-    /// Leased requests not spent, given back.
     pub(crate) returns: &'a [Return],
 }
 

@@ -21,22 +21,19 @@ use crate::headers::{Quota, QuotaReading};
 /// A hold at least this long is logged at INFO; shorter ones at DEBUG.
 const NOTICEABLE_HOLD: Duration = Duration::from_secs(1);
 
-/// At most one hold a key's state logs at INFO in this time: a fleet paced call by call would
-/// otherwise log every call.
+/// At most one INFO hold log per key in this time, or a fleet paced call by call logs every call.
 const NOTICE_EVERY: Duration = Duration::from_secs(10);
 
 /// A request that goes alone to find out the budget.
 pub(super) const PROBE: Decision = Decision::Go { probe: true };
 
-/// Independent instances that the discipline keeps from a ban without shared state, against a
-/// service that bans at the tenth request inside one `Retry-After`.
+/// Instances sharing nothing that contract 1 keeps from a tenth request in one `Retry-After`.
 const CONTRACT_INSTANCES: f64 = 9.0;
 
 /// One key's rate-limit state, shared by every client that uses it.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Held requests wait in line here.
     pub(super) line: Line,
     /// Wakes the first held request when a response changes what is known.
     pub(super) changed: Notify,
@@ -59,7 +56,6 @@ pub(super) struct State {
     pub(super) front_waiting: bool,
     warned_not_sole: bool,
     warned_fleet: bool,
-    /// When a hold was last logged at INFO.
     noticed_at: Option<Instant>,
 }
 
@@ -78,9 +74,8 @@ impl Shared {
         lock(&self.state)
     }
 
-    /// Logs that `operation` is held by `hold` for `wait` (`None`: until an answer) from `now`:
-    /// at INFO a wait a user would notice, so that a CLI is not silent, one in
-    /// [`NOTICE_EVERY`] at most; the others at DEBUG.
+    /// Logs `operation`'s hold for `wait` (`None`: until an answer): one a user would notice at
+    /// INFO, so that a CLI is not silent, one in [`NOTICE_EVERY`] at most; others at DEBUG.
     pub(super) fn log_hold(
         &self,
         operation: &'static str,
@@ -108,8 +103,8 @@ impl Shared {
         }
     }
 
-    /// Another instance met a quiet of `wait`, told through the store: every request on the
-    /// key holds as long, as for the fleet's hold, and the lease is void.
+    /// The store told of another instance's quiet of `wait`: every request here holds as long,
+    /// as for the fleet's hold, and the lease is void.
     pub(super) fn heard_quiet(&self, wait: Duration, store: &SharedStore, name: &str) {
         let until = clock::after(wait + quiet_jitter(wait));
         let wake = {
@@ -130,8 +125,7 @@ impl Shared {
         self.wake(wake);
     }
 
-    /// Another instance, which found no state, asks for the quiet this one keeps: what holds
-    /// every request here, a cooldown or a spent window, is told to every instance.
+    /// An instance that found no state asks for the quiet kept: publishes [`State::quiet_left`].
     pub(super) fn asked(&self, store: &Arc<SharedStore>, name: &str) {
         let now = Instant::now();
         let Some(left) = self.lock().quiet_left(now) else {
@@ -149,9 +143,7 @@ impl Shared {
     }
 }
 
-/// A random share of `wait`, up to half of it and at most a second, added to the end of a quiet
-/// heard from another instance: every instance heard it at once, and ends it at a different
-/// instant, rather than all probing the window together.
+/// Spreads the ends of a quiet all instances heard at once, so that they do not all probe together.
 fn quiet_jitter(wait: Duration) -> Duration {
     let spread = (wait / 2).min(Duration::from_secs(1));
     spread.mul_f64(fastrand::f64())
@@ -160,9 +152,7 @@ fn quiet_jitter(wait: Duration) -> Duration {
 impl State {
     /// Whether a request may go at `now`; `shared_state`: the client has a fleet's store.
     pub(super) fn decide(&mut self, pacing: Pacing, now: Instant, shared_state: bool) -> Decision {
-        // A store that counts every instance ([`Exchange::exact`]) leaves none to count;
-        // otherwise, as without one, this process counts the others itself, as at least the
-        // instances the store last said listen.
+        // A store counting every instance ([`Exchange::exact`]) leaves this process none to count.
         let (exact, metered) = (self.store.exact(now), pacing != Pacing::Off);
         let counted = self.uncounted();
         let view = View {
@@ -203,9 +193,8 @@ impl State {
         self.store.remote = Some((clock::after(wait), hold));
     }
 
-    /// How long every request here still holds, by what the service told this process, for a
-    /// quiet or a spent window. What others told it is theirs to tell: told again, each
-    /// hearing's jitter would lengthen it.
+    /// How long every request here still holds for a quiet or spent window the service told this
+    /// process of. What others told it is theirs to tell: each retelling would add its jitter.
     pub(super) fn quiet_left(&self, now: Instant) -> Option<Duration> {
         let spent = match self.budgets.known(now) {
             Known::Budget(budget) => (budget.windows.iter())
@@ -222,8 +211,7 @@ impl State {
             .filter(|left| !left.is_zero())
     }
 
-    /// The instances this process counts on the key itself: at least as many as the store
-    /// last said listen.
+    /// The instances this process counts itself: at least as many as the store last said listen.
     fn uncounted(&self) -> f64 {
         self.budgets.instances().max(self.store.listeners as f64)
     }
@@ -234,9 +222,8 @@ impl State {
         self.store.periods.draw(instances, now)
     }
 
-    /// Warns once when others are seen spending the key beside a process paced as its only
-    /// user, and once when they are more than the contract keeps from a ban without shared
-    /// state.
+    /// Warns once when others spend the key of a process paced as its only user, and once when
+    /// they are more than contract 1 keeps from a ban without shared state.
     pub(super) fn warn_of_others(&mut self, pacing: Pacing, shared_state: bool) {
         let instances = self.budgets.instances();
         if pacing == Pacing::Sole && !self.warned_not_sole && instances >= 2.0 {
@@ -268,9 +255,7 @@ impl State {
         due
     }
 
-    /// This process's own requests as the answer to one sent at `sent_at` arrives.
-    /// The most own requests the period a response `reading` reports (at `at`) can have
-    /// counted.
+    /// The most own requests the period a response `reading` reports (at `at`) can have counted.
     pub(super) fn own_in_period(&self, reading: &QuotaReading, at: Instant) -> u64 {
         match reading {
             QuotaReading::Read(quota, _) => self.budgets.own_in_period(quota, at, self.wire.sent),
@@ -278,6 +263,7 @@ impl State {
         }
     }
 
+    /// This process's own requests as the answer to one sent at `sent_at` arrives.
     pub(super) fn own(&self, sent_at: Instant) -> Own {
         Own {
             sent: self.wire.sent,

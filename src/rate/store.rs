@@ -1,11 +1,8 @@
-//! A rate-limit state shared by every instance on a key, across processes and hosts: the
-//! window budgets, spent before each request, and the cooldown.
-//!
-//! [`Store`] is what a store provides; [`SharedStore`] wraps one with the rule that a store is
-//! never a single point of failure: every operation has a short timeout, and while the store
-//! fails, calls go on under the process's own discipline (which always runs), with one `WARN`
-//! per outage and one try per [`RETRY_EVERY`] to find the store back. Without a store, the
-//! process's own state (the rest of this module) is the whole of the discipline.
+//! The rate-limit state shared by every instance on a key, across hosts: the window budgets,
+//! spent before each request, and the cooldown. [`SharedStore`] wraps a [`Store`] so that it is
+//! never a single point of failure: each operation has a short timeout, and while the store fails,
+//! calls go on under the process's own discipline (which always runs, and is the whole of it
+//! without a store), with one `WARN` per outage and one try per [`RETRY_EVERY`].
 
 // Without the `redis` feature no store exists, and the parts only a store uses go unused.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -39,15 +36,14 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The fleet's answer to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Send it; a probe finds out a period the fleet does not know, and must report at once.
-    /// `admitted` numbers the admission, for the reports of its answer; `lease`, asked for with
-    /// more than one request, is what the store granted with it.
+    /// Send it: a `probe` learns a period the fleet does not know, and must report at once.
+    /// `admitted` numbers it for its answer's reports; `lease` is the grant when `want` > 1.
     Go {
         probe: bool,
         /// The state this instance saw was lost (evicted, flushed, a failover): it probes.
         lost: bool,
-        /// Another instance found lost, while it admitted requests, the state that admitted
-        /// this one's: its admissions may be on the wire, counted by no window.
+        /// Another instance found lost, while it still admitted, the state that admitted this
+        /// instance's requests: its admissions may be on the wire, counted by no window.
         lost_since: bool,
         admitted: u64,
         lease: Option<Grant>,
@@ -56,8 +52,7 @@ pub(crate) enum Verdict {
     Hold(Duration, Hold, Option<Spent>),
 }
 
-/// A spent window of the fleet's, as the store told it: its limit, how long until its period
-/// ends, and the period (the service's reset, unix seconds).
+/// A spent window, as the store told it; `period` is the service's reset, in unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Spent {
     pub(crate) limit: u64,
@@ -91,8 +86,8 @@ impl Verdict {
     }
 }
 
-/// The highest admission number the store gave this process for the state (1 if it answered
-/// without one, 0 if it never answered), and when it last admitted a request of it.
+/// The highest admission number the store gave this process (1: it answered without one; 0:
+/// never), and when it last admitted one: a store that holds no state or counts fewer lost it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Seen {
     pub(crate) number: u64,
@@ -104,11 +99,9 @@ pub(crate) struct Seen {
 pub(crate) struct Admission<'a> {
     /// What the store has yet to hear.
     pub(crate) news: News<'a>,
-    /// Whether the window budgets are spent, or only the cooldown is obeyed (no pacing, or a
-    /// service that does not meter the key).
+    /// Whether budgets are spent, or only the cooldown obeyed (no pacing, or an unmetered key).
     pub(crate) metered: bool,
-    /// What the store gave this process: a store that holds no state, or counts fewer
-    /// admissions, lost it, and what it held is unknown.
+    /// What the store gave this process, by which a store finds it lost the state ([`Seen`]).
     pub(crate) seen: Seen,
     /// How many requests to admit at once, this one included: more than one asks for a lease.
     pub(crate) want: u64,
@@ -119,8 +112,7 @@ pub(crate) struct Admission<'a> {
 pub(crate) enum Told {
     /// Another instance reported a quiet of this long.
     Quiet(Duration),
-    /// This many instances hear the key's quiets: the fleet's size, kept through a loss of the
-    /// state and an outage of the store.
+    /// The fleet's size: instances hearing the key's quiets; kept through a lost state or outage.
     Listeners(u64),
     /// The store cannot count them now (it does not subscribe, or did not answer).
     Uncounted,
@@ -138,8 +130,7 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// The name of the state of `api_key` at `base_url` in the store: a hash, never the key.
     fn name(&self, base_url: &Url, api_key: &str) -> String;
 
-    /// Applies `admission.news`, then spends one request (or a lease of `want`) from every
-    /// window of the current period, or says how long to hold it.
+    /// Applies `admission.news`, then spends `want` from each window's current period, or holds.
     fn admit<'a>(
         &'a self,
         name: &'a str,
@@ -149,13 +140,11 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     /// Applies `news`.
     fn report<'a>(&'a self, name: &'a str, news: News<'a>) -> BoxFuture<'a, Result<(), String>>;
 
-    /// Tells `heard` of every quiet reported for `name` from now on, as it is reported (the
-    /// message reaches the fleet even when the store loses the state itself), of every ask for
-    /// one, and of how many instances listen, once a [`RETRY_EVERY`].
+    /// Tells `heard` of each quiet reported for `name` from now on (even when the store loses the
+    /// state), of each ask for one, and, once a [`RETRY_EVERY`], of how many instances listen.
     fn listen(&self, name: &str, heard: Heard);
 
-    /// Tells every instance listening for `name` of a quiet this long, or, with `None`, asks
-    /// them for theirs.
+    /// Tells every instance listening for `name` of a quiet this long; `None` asks for theirs.
     fn publish<'a>(
         &'a self,
         name: &'a str,
@@ -163,8 +152,7 @@ pub(crate) trait Store: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// A store, with its timeout, its health and the reports that wait for it, shared by every
-/// client configured with it.
+/// A store with its timeout, health and waiting reports, shared by every client configured with it.
 pub(crate) struct SharedStore {
     store: Arc<dyn Store>,
     timeout: Duration,
@@ -173,8 +161,7 @@ pub(crate) struct SharedStore {
     pub(crate) present: Present,
 }
 
-/// `()` with the `redis` feature; without it uninhabited, so that no store can be made and the
-/// compiler leaves out every path that uses one.
+/// Uninhabited without the `redis` feature: no store can be made, and paths using one compile out.
 #[cfg(feature = "redis")]
 pub(crate) type Present = ();
 #[cfg(not(feature = "redis"))]
@@ -182,7 +169,7 @@ pub(crate) type Present = std::convert::Infallible;
 
 #[derive(Debug, Default)]
 struct Health {
-    /// The store failed and has not answered since; tried again from then on.
+    /// Set while the store has failed and not answered since: when to try it again.
     down: Option<Instant>,
     /// The smoothed round trip of the store's answers and its variation (RFC 6298).
     round_trip: Option<(Duration, Duration)>,
@@ -194,11 +181,9 @@ struct Health {
 const MOST_STRETCH: u32 = 8;
 
 impl Health {
-    /// How long an operation may take: `timeout`, or longer for a store seen to answer
-    /// slower (its round trip and four times its variation, as TCP waits for an
-    /// acknowledgement), doubled with each operation in a row it did not answer in time, at
-    /// most `MOST_STRETCH` times `timeout`. A slow store is waited for, and so stays exact,
-    /// rather than given up on for a second at a time.
+    /// At least `timeout`; for a store seen slower, its round trip plus four variations (as TCP
+    /// waits for an ack), doubled per timeout in a row, at most `MOST_STRETCH` times `timeout`:
+    /// a slow store is waited for, and so stays exact, rather than given up on a second at a time.
     fn timeout(&self, timeout: Duration) -> Duration {
         let expected = self
             .round_trip
@@ -211,7 +196,6 @@ impl Health {
             .min(most)
     }
 
-    /// The store answered in `round_trip`.
     fn answered(&mut self, round_trip: Duration) {
         self.timeouts = 0;
         self.round_trip = Some(match self.round_trip {
@@ -267,7 +251,6 @@ impl SharedStore {
         self.store.name(base_url, api_key)
     }
 
-    /// See [`Store::listen`].
     pub(crate) fn listen(&self, name: &str, heard: Heard) {
         self.store.listen(name, heard);
     }
@@ -284,10 +267,9 @@ impl SharedStore {
         lock(&self.outbox).put(name, unsent, now);
     }
 
-    /// Keeps note that a request of `name` sent without the store's admission was answered (or
-    /// given up on) now, to be spent from the fleet's budgets as soon as the store answers:
-    /// from a task of its own, as a report is, so that it is spent from the window it was sent
-    /// in, not from the one open at this process's next admission.
+    /// Notes that a request of `name` sent without the store's admission was answered (or given
+    /// up on) now, and tells the store from a task of its own, as a report, so that the fleet
+    /// spends it from the window it was sent in, not the one open at this process's next admission.
     pub(crate) fn admitted_here(self: &Arc<Self>, name: &str) {
         let now = Instant::now();
         lock(&self.outbox).put(name, Unsent::admitted_here(now), now);
@@ -306,9 +288,8 @@ impl SharedStore {
         lock(&self.outbox).put(name, unsent, now);
     }
 
-    /// The fleet's verdict on `want` requests, or `None` when the store cannot give one in
-    /// time: the request then goes by the process's own discipline alone. What waits to be
-    /// told of `name` goes along, and waits on unless the store answers.
+    /// The fleet's verdict on `want` requests (`None`: none in time; the request goes by this
+    /// process's own discipline alone). What waits for `name` goes along; unanswered, it stays.
     pub(crate) async fn admit(
         &self,
         name: &str,
@@ -328,9 +309,8 @@ impl SharedStore {
         verdict
     }
 
-    /// Tells the fleet, from a task of its own that a cancelled call cannot stop: it tries
-    /// again while the store fails and the report still matters, and the next admission of
-    /// `name` takes it along meanwhile. Waits for the first try only.
+    /// Tells the fleet from a task a cancelled call cannot stop, retried while the store fails and
+    /// the report matters (the next admission of `name` takes it along meanwhile); awaits one try.
     pub(crate) async fn report(
         self: &Arc<Self>,
         name: &str,
@@ -344,8 +324,7 @@ impl SharedStore {
         let _ = first_try.await;
     }
 
-    /// Sends what waits for `name` until the store takes it or it no longer matters; `tried`
-    /// hears of the first try.
+    /// Sends what waits for `name` until taken or no longer mattering; `tried` hears the first try.
     async fn deliver(self: Arc<Self>, name: String, tried: tokio::sync::oneshot::Sender<()>) {
         let done = self.try_deliver(&name).await;
         let _ = tried.send(());
@@ -417,9 +396,8 @@ impl SharedStore {
             Err(error) => {
                 if timed_out {
                     health.timeouts = health.timeouts.saturating_add(1);
-                    // A store that has answered, late this once, is tried again by the next
-                    // operation with twice the time; it is given up on for a while only when
-                    // it is late again.
+                    // A store that has answered before and is late once gets twice the time
+                    // next; it is given up on for a while only when late again.
                     if health.timeouts == 1 && health.round_trip.is_some() {
                         drop(health);
                         tracing::debug!(%error, "the shared rate-limit state answered late");
