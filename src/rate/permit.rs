@@ -36,28 +36,24 @@ pub(crate) struct HeadReport {
     pub(crate) quiet: Option<Quiet>,
     /// Seconds the service's clock, as read from `Date`, is ahead of the local one.
     pub(crate) clock_offset: Option<f64>,
-    /// How long the window of `quota` is, as the budgets reckon it; `None` without a quota,
-    /// or for one whose period was over on arrival.
+    /// `quota`'s window length as the budgets reckon it; `None` without one or if over on arrival.
     #[cfg(feature = "metrics")]
     pub(crate) window: Option<Duration>,
 }
 
-/// A request admitted to the wire. Until its response head is reported it counts against the
-/// budget; dropped unreported (cancelled, timed out, connection lost), it counts as spent,
-/// since the service may have counted it.
+/// A request admitted to the wire, in the budget until its head is reported. Dropped unreported
+/// (cancelled, timed out, connection lost), it counts as spent: the service may have counted it.
 pub(crate) struct Permit<'a> {
     pub(super) shared: &'a Shared,
     pub(super) pacing: Pacing,
-    /// The gate's generation when the request was admitted: only an answer to a request sent
-    /// after the gate last closed may open it.
+    /// Gate generation at admission: only answers to requests sent since it last closed open it.
     pub(super) generation: u64,
     pub(super) probe: bool,
     pub(super) fleet: Fleet<'a>,
-    /// When it was handed to the caller, which sends the request then.
+    /// When it was handed to the caller, which sends it then.
     pub(super) sent_at: Instant,
-    /// Handed to the caller, which may send the request: dropped unreported from then on, it
-    /// counts as spent. Dropped before, its call was cancelled while the fleet's store
-    /// decided, and it spends nothing here.
+    /// Handed to the caller, which may send it: only then does a drop count as spent (before, the
+    /// call was cancelled while the fleet's store decided).
     pub(super) handed_out: bool,
     pub(super) settled: bool,
 }
@@ -66,20 +62,18 @@ pub(crate) struct Permit<'a> {
 #[derive(Default)]
 pub(super) struct Fleet<'a> {
     pub(super) link: Option<Linked<'a>>,
-    /// The fleet admitted this request to find out a period it does not know: the others
-    /// wait for its report.
+    /// The fleet's probe of a period it does not know: the others wait for its report.
     pub(super) probe: bool,
-    /// This request asks the store whether the fleet's hold is over: the others wait for
-    /// its answer.
+    /// Asks the store whether the fleet's hold is over: the others wait for its answer.
     pub(super) asks_again: bool,
-    /// This request asks the store for a lease: the others ask for themselves meanwhile.
+    /// Asks the store for a lease: the others ask for themselves meanwhile.
     pub(super) leasing: bool,
     /// The fleet's number for this admission.
     pub(super) admitted: u64,
     /// The latest period this process knew of when it admitted the request.
     pub(super) period_known: Option<i64>,
-    /// Sent without the store's admission, which did not answer: the fleet's budgets spend it
-    /// once it is answered, when the service has counted it.
+    /// Sent without the store's admission (it did not answer): the fleet's budgets spend it once
+    /// answered, when the service has counted it.
     pub(super) unadmitted: bool,
 }
 
@@ -91,8 +85,7 @@ pub(crate) struct Tell<'a> {
 }
 
 impl Tell<'_> {
-    /// Puts the report in the store's outbox, and waits for the first try to deliver it
-    /// unless there is nothing the others wait for.
+    /// Puts the report in the store's outbox; waits for the first try only if others wait on it.
     pub(crate) async fn send(self) {
         let Self {
             link,
@@ -111,14 +104,11 @@ impl Tell<'_> {
 }
 
 impl<'a> Permit<'a> {
-    /// The response head arrived at `at`: read the service's clock, quota and `Retry-After`,
-    /// close the gate if the response asks for quiet (for at least `backoff` of the quiet
-    /// responses in a row before it), then let held requests look again. The
-    /// fleet hears of it at once when other instances wait for it (a quiet, or the fleet's
-    /// probe), and when the request was admitted before this process knew of the period it
-    /// was counted in (without the call waiting for it), otherwise with this process's next
-    /// admission. Either way the report waits in the store's outbox until the store takes it:
-    /// neither this call's cancellation nor a store that does not answer in time loses it.
+    /// The head arrived at `at`: read the service's clock, quota and `Retry-After`, close the gate
+    /// for a quiet, let held requests look again. The fleet hears at once if others wait for it
+    /// (a quiet, the fleet's probe) or, without this call waiting, if it was admitted before this
+    /// process knew of its period; else with the next admission. The report waits in the store's
+    /// outbox until taken: neither this call's cancellation nor a store slow to answer loses it.
     #[cfg(any(fuzzing, petstore_internals))]
     pub(crate) async fn at_head(
         self,
@@ -134,9 +124,8 @@ impl<'a> Permit<'a> {
         said
     }
 
-    /// `at_head` up to telling the fleet: what the head said, and what the
-    /// fleet must hear, if anything. Not async, so that a caller without a fleet to tell
-    /// keeps no future for it, nor the head, across an await.
+    /// `at_head` up to telling the fleet: what the head said, and what the fleet must hear. Not
+    /// async, so a caller with no fleet to tell keeps no future, nor the head, across an await.
     pub(crate) fn heard(
         self,
         status: StatusCode,
@@ -155,7 +144,7 @@ impl<'a> Permit<'a> {
         (said, tell)
     }
 
-    /// [`at_head`](Self::at_head) in this process; what to tell the fleet at once, if anything.
+    /// [`heard`](Self::heard) in this process; what to tell the fleet at once, if anything.
     fn settle(
         mut self,
         status: StatusCode,
@@ -164,30 +153,19 @@ impl<'a> Permit<'a> {
         backoff: &(dyn Fn(u32) -> Duration + Sync),
     ) -> (HeadReport, Option<(Option<WindowReport>, Outcome)>) {
         let shared = self.shared;
-        let mut report = None;
-        let mut straddles = false;
-        #[cfg(feature = "metrics")]
-        let mut length = None;
-        let (wake, retry_after, quiet, urgent, quota, clock_offset, quiet_until) = {
+        let mut read = Read::default();
+        let (said, wake, urgent, quiet_until) = {
             let mut state = shared.lock();
             let server = state
                 .server_clock
                 .read(head.date.first(), at, &shared.clock);
-            // Without `Date` the reading is the local clock's own: no offset.
-            let clock_offset = server.offset(&shared.clock);
             let reading = Quota::read(head, &server);
-            let quota = reading.quota();
             let retry_after = headers::retry_after(head, &server);
             let quiet = headers::quiet(status, retry_after);
             let urgent = self.fleet.link.is_some() && (self.fleet.probe || quiet.is_some());
             match reading {
                 QuotaReading::Read(quota, given) => {
-                    let read = self.report_read(&mut state, quota, given, &server, at, urgent);
-                    (report, straddles) = (read.report, read.straddles);
-                    #[cfg(feature = "metrics")]
-                    {
-                        length = read.length;
-                    }
+                    read = self.report_read(&mut state, quota, given, &server, at, urgent);
                 }
                 // A 429 shows the key is metered, whatever the headers say.
                 QuotaReading::Absent if status == StatusCode::TOO_MANY_REQUESTS => {
@@ -201,46 +179,36 @@ impl<'a> Permit<'a> {
                 }
                 QuotaReading::Unreadable => state.budgets.report_unreadable(),
             }
-            // The gate closes before this request stops counting, so that no held request
-            // slips through between the two.
+            // Close the gate before this request stops counting: no held request slips between.
             let quiet_until = self.heed(&mut state, quiet, reading, at, backoff);
             state.warn_of_others(self.pacing, self.fleet.link.is_some());
-            let wake = self.release(&mut state);
-            (
-                wake,
+            let said = HeadReport {
+                quota: reading.quota(),
                 retry_after,
                 quiet,
-                urgent,
-                quota,
-                clock_offset,
-                quiet_until,
-            )
+                // Without `Date` the reading is the local clock's own: no offset.
+                clock_offset: server.offset(&shared.clock),
+                #[cfg(feature = "metrics")]
+                window: read.length,
+            };
+            (said, self.release(&mut state), urgent, quiet_until)
         };
         shared.wake(wake);
-        let tell = (urgent || straddles).then(|| {
+        let tell = (urgent || read.straddles).then(|| {
             let outcome = match quiet_until {
                 Some(until) => Outcome::Quiet(until.saturating_duration_since(Instant::now())),
                 None if urgent => Outcome::Normal,
                 // An answer to an older request never ends the fleet's probe.
                 None => Outcome::Nothing,
             };
-            (report, outcome)
+            (read.report, outcome)
         });
-        let head = HeadReport {
-            quota,
-            retry_after,
-            quiet,
-            clock_offset,
-            #[cfg(feature = "metrics")]
-            window: length,
-        };
-        (head, tell)
+        (said, tell)
     }
 
-    /// Closes the gate for the `quiet` a response that arrived at `at` asked for (for at least
-    /// `backoff` of the quiet responses in a row before it), or opens it: until when it is
-    /// closed. The `reading` of the response's quota may show others calling. The lease is void in the quiet: what it did not spend goes back with the report
-    /// of it.
+    /// Closes the gate for `quiet` (at least `backoff` of the quiet responses in a row before it),
+    /// or opens it; until when it is closed. `reading` may show others calling. A quiet voids the
+    /// lease: what it did not spend goes back with the report of the quiet.
     fn heed(
         &self,
         state: &mut State,
@@ -267,8 +235,7 @@ impl<'a> Permit<'a> {
         state.gate.closed_until(at)
     }
 
-    /// What a response whose head arrived at `at` reported of a window (`quota`, its reset
-    /// given as `given`) changes in this process, and what the fleet's store must hear at once.
+    /// Applies the reported window (`quota`, reset as `given`); what the store must hear at once.
     fn report_read(
         &self,
         state: &mut State,
@@ -279,9 +246,8 @@ impl<'a> Permit<'a> {
         urgent: bool,
     ) -> Read {
         let mut read = Read::default();
-        // A reset in seconds from now is placed from the answer's arrival, whatever clock
-        // wrote its `Date`: counted when the answer was written, and rounded up, the window
-        // has ended by then.
+        // A reset in seconds is placed from the answer's arrival, whatever clock wrote `Date`:
+        // counted from when the answer was written and rounded up, the window has ended by then.
         let unix = quota.reset.timestamp();
         let (reset_at, latest_end) = match given {
             ResetGiven::At => (state.server_clock).place_reset(server, unix, self.sent_at),
@@ -293,15 +259,13 @@ impl<'a> Permit<'a> {
         let own = state.own(self.sent_at);
         let period = match given {
             ResetGiven::At => unix,
-            // Named on the local clock, where its end is placed whatever the
-            // `Date` of the backend that answered.
+            // Named on the local clock, where its end is placed whatever the backend's `Date`.
             ResetGiven::In(_) => self.shared.clock.second_of(reset_at),
         };
         (state.budgets).report_placed(quota, period, reset_at, latest_end, at, own);
         state.remember(quota);
-        // A window the lease was not taken from, the next period of one: the
-        // service counts what the lease would spend there, and the store, which
-        // opens that window from this report, does not. The lease is void.
+        // A window the lease was not taken from, or its next period: the service counts what the
+        // lease would spend there, the store (opening it from this report) does not. Void it.
         if let Some(link) = self.fleet.link {
             let lease = state.store.lease.as_mut().filter(|l| !l.covers(unix));
             link.give_back(lease.and_then(Lease::end));
@@ -316,10 +280,9 @@ impl<'a> Permit<'a> {
                 admitted: self.fleet.admitted,
                 sent_at: self.sent_at,
             };
-            // Admitted before this process knew of the period: the store, which
-            // may have counted it in the period before, counts it in this one
-            // only from this report, and must hear of it before the rest of the
-            // fleet spends the period's budget.
+            // Admitted before this process knew of the period: the store, which may have
+            // counted it in the period before, counts it in this one only from this report,
+            // and must hear it before the rest of the fleet spends the period's budget.
             read.straddles = self
                 .fleet
                 .period_known
@@ -337,8 +300,8 @@ impl<'a> Permit<'a> {
         read
     }
 
-    /// The store answered, or failed to: the requests that waited for this one's answer look
-    /// again. Whether the first in line waits to hear of it.
+    /// The store answered, or failed to: requests that waited on this one look again. Whether the
+    /// first in line waits to hear of it.
     pub(super) fn answered(&mut self, state: &mut State) -> bool {
         if std::mem::take(&mut self.fleet.leasing) {
             state.store.leasing = false;
@@ -350,8 +313,7 @@ impl<'a> Permit<'a> {
         state.front_waiting
     }
 
-    /// Tells the fleet of a request sent without its store's admission, now answered or given
-    /// up on.
+    /// Tells the fleet of a request sent without its store's admission, now answered or given up.
     fn tell_if_unadmitted(&self) {
         if let Some(link) = self.fleet.link.filter(|_| self.fleet.unadmitted) {
             link.store.admitted_here(&link.name);
