@@ -98,7 +98,7 @@ impl StoreLink {
             let told = found_none && state.store.held_for_quiet(Instant::now());
             probe_over |= told;
             let quiet_since = state.gate.generation() != permit.generation || told;
-            match verdict {
+            let sent = match verdict {
                 Some(Verdict::Go {
                     probe,
                     lost,
@@ -115,18 +115,17 @@ impl StoreLink {
                     // A loss this instance did not know of: an evicting Redis loses the state
                     // for every instance at once, so each probes only as rule N draws. One that
                     // sits out tells the store its probe is over, so that another probes.
-                    if lost && ask.exact && state.draw(Instant::now()) != PROBE {
-                        probe_over = true;
-                        (None, answered | permit.release(&mut state))
-                    } else {
+                    let sits_out = lost && ask.exact && state.draw(Instant::now()) != PROBE;
+                    probe_over |= sits_out;
+                    if !sits_out {
                         // The first admission of a state it did not hold: it may have been lost
                         // before this instance saw it, until a later admission finds it kept.
                         state.store.unconfirmed = admitted == 1;
                         permit.fleet.probe = probe;
                         permit.fleet.admitted = admitted;
                         self.take_lease(shared, &mut state, lease, admitted, ask.metered, asked);
-                        (Some(permit), answered)
                     }
+                    !sits_out
                 }
                 // Not sent: it waits out the quiet in line like the others; its lease goes back.
                 Some(Verdict::Go {
@@ -135,22 +134,24 @@ impl StoreLink {
                     if let Some(grant) = lease {
                         self.give_back(Lease::new(grant, admitted, ask.metered, asked).end());
                     }
-                    (None, answered | permit.release(&mut state))
+                    false
                 }
-                _ if quiet_since => (None, answered | permit.release(&mut state)),
+                _ if quiet_since => false,
                 // Admitted trusting the store to count the others: not sent, so that the
                 // process's own count of them decides it.
-                None if ask.exact => (None, answered | permit.release(&mut state)),
+                None if ask.exact => false,
                 // No answer: this process's discipline decides; the fleet hears of it later.
                 None => {
                     permit.fleet.unadmitted = ask.metered;
-                    (Some(permit), answered)
+                    true
                 }
                 Some(Verdict::Hold(wait, hold, spent)) => {
                     state.held_by_store(self, wait, hold, spent);
-                    (None, answered | permit.release(&mut state))
+                    false
                 }
-            }
+            };
+            let wake = answered | (!sent && permit.release(&mut state));
+            (sent.then_some(permit), wake)
         };
         shared.wake(wake);
         if probe_over {
