@@ -6,8 +6,9 @@
 //! this process; [`line`](mod@line), held requests first in first out; [`registry`], one state per
 //! key in a process; [`permit`], a request on the wire and its answer's report; [`held`], why and
 //! how long a request was held; [`store`], the state a fleet shares (in Redis, with the `redis`
-//! feature), asked through [`link`] and [`fleet`]; [`lease`], a share of it spent without a round
-//! trip each. The request path sees only [`RateLimiter`] and its [`Permit`].
+//! feature), asked through [`link`] and [`fleet`], told through [`outbox`], heard in [`exchange`];
+//! [`lease`], a share of it spent without a round trip each; [`identity`], the service a base URL
+//! names. The request path sees only [`RateLimiter`] and its [`Permit`].
 //!
 //! Of the crate this module imports only `headers` and `clock`: it says why a request is held
 //! ([`Held`]) for `execute` to make an error, and takes its cooldown's backoff as a function.
