@@ -5,8 +5,9 @@
 //! cooldown a response asks for; [`pacer`], whether a request may go; [`state`], one key's state in
 //! this process; [`line`](mod@line), held requests first in first out; [`registry`], one state per
 //! key in a process; [`permit`], a request on the wire and its answer's report; [`held`], why and
-//! how long a request was held; [`store`], the state a fleet shares (in Redis, with the `redis`
-//! feature), asked through [`link`] and [`fleet`], told through [`outbox`], heard in [`exchange`];
+//! how long a request was held; [`store`], the state a fleet shares (with the `redis` feature, in
+//! Redis: `redis` runs its script, `topology` connects), asked through [`link`] and [`fleet`],
+//! told through [`outbox`], heard in [`exchange`];
 //! [`lease`], a share of it spent without a round trip each; [`identity`], the service a base URL
 //! names. The request path sees only [`RateLimiter`] and its [`Permit`].
 //!
@@ -31,6 +32,8 @@ mod redis;
 mod registry;
 mod state;
 mod store;
+#[cfg(feature = "redis")]
+mod topology;
 
 use std::future::Future;
 use std::pin::pin;
@@ -55,12 +58,12 @@ pub use pacer::Pacing;
 use permit::Fleet;
 pub(crate) use permit::{HeadReport, Permit};
 #[cfg(feature = "redis")]
-pub(crate) use redis::{
-    Topology as RedisTopology, cluster_client as redis_cluster_client, store as redis_store,
-};
+pub(crate) use redis::store as redis_store;
 pub use registry::RateLimitScope;
 use state::{Shared, State};
 pub(crate) use store::SharedStore;
+#[cfg(feature = "redis")]
+pub(crate) use topology::{Topology as RedisTopology, cluster_client as redis_cluster_client};
 
 /// A client's handle on its key's rate-limit state.
 #[derive(Debug)]
