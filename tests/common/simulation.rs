@@ -16,7 +16,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use petstore_client::RetryPolicy;
 use petstore_sandbox::{Fault, QuotaFields, WindowKind};
 
-use super::matrix::served::{server_millis, server_unix};
+use super::matrix::served::{allowance, server_millis, server_unix};
 use super::matrix::{
     CLOCK_START_UNIX, Cell, ClockStep, Expect, MOST_UNREPORTED, PlanChange, Sharing,
 };
@@ -463,9 +463,10 @@ fn refill_period(cell: &Cell) -> u64 {
     }
 }
 
-/// The share of the run's full windows (on the limiter's clock, to the run's end) that begin
-/// after the longest the key may be kept quiet ([`quiet`]), counted from the start: those
-/// before may serve nothing.
+/// The share of what the run's full windows (on the limiter's clock, to the run's end) allow
+/// that is in windows beginning after the longest the key may be kept quiet ([`quiet`]),
+/// counted from the start: those before may serve nothing. Weighed by each window's allowance
+/// (`served::allowance`), as goodput is: a plan change makes windows allow unequal shares.
 fn free_of_quiet(cell: &Cell) -> f64 {
     let quiet = quiet(cell);
     if quiet == 0.0 {
@@ -479,10 +480,17 @@ fn free_of_quiet(cell: &Cell) -> f64 {
     if last < first {
         return 1.0;
     }
-    let free = (first..=last)
+    let allows = |i: i64| allowance(cell, u64::try_from(i).unwrap_or(0));
+    let all: u64 = (first..=last).map(allows).sum();
+    let free: u64 = (first..=last)
         .filter(|i| *i as f64 * length >= start + quiet)
-        .count();
-    free as f64 / (last - first + 1) as f64
+        .map(allows)
+        .sum();
+    if all > 0 {
+        free as f64 / all as f64
+    } else {
+        1.0
+    }
 }
 
 /// The share of the plan the requests can reach with every answer as late as the longest
