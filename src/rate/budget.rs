@@ -52,22 +52,14 @@ struct Mark {
     sent: u64,
 }
 
-/// When a window's period ends, as local instants.
-#[derive(Debug, Clone, Copy)]
-struct Ends {
-    /// Where the answers' `Date`s place the reset.
-    at: Instant,
-    /// The latest it may be, should a `Date` have come from a backend a second ahead.
-    latest: Instant,
-}
-
 #[derive(Debug, Clone)]
 struct Window {
     limit: u64,
     /// The reset on the service's clock (unix seconds): which window this is.
     reset: i64,
-    /// `None`: assumed (rule A), taken as refilled to this process's share, with no end known.
-    ends: Option<Ends>,
+    /// Where the answers' `Date`s place the period's end. `None`: assumed (rule A), taken as
+    /// refilled to this process's share, with no end known.
+    ends: Option<Instant>,
     /// The budget left: the least reported since the refill, less what was spent on doubt.
     remaining: u64,
     /// Latest answer, and when its request was sent: answers to earlier ones only lower the budget.
@@ -90,7 +82,7 @@ impl Window {
         if reset > self.reset && limit == self.limit {
             let placed_late = Duration::from_secs(RESET_ROUNDING)
                 + self.last_at.saturating_duration_since(self.as_of);
-            if self.ends.is_none_or(|ends| ends.at <= at + placed_late) {
+            if self.ends.is_none_or(|ends| ends <= at + placed_late) {
                 return true;
             }
         }
@@ -105,7 +97,7 @@ impl Window {
 
     /// Whether the period has ended by `at` (an assumed window never ends).
     fn ended(&self, at: Instant) -> bool {
-        self.ends.is_some_and(|ends| ends.at <= at)
+        self.ends.is_some_and(|ends| ends <= at)
     }
 
     /// Starts the window afresh with `remaining` left and `own` requests surely counted.
@@ -148,9 +140,9 @@ impl Window {
 
     /// What is left now if every instance kept spreading the budget since the latest answer's
     /// request was sent: the others' requests since are in no answer.
-    fn projected(&self, ends: Ends, now: Instant) -> f64 {
-        let left = ends.at.saturating_duration_since(now).as_secs_f64();
-        let then = ends.at.saturating_duration_since(self.as_of).as_secs_f64();
+    fn projected(&self, ends: Instant, now: Instant) -> f64 {
+        let left = ends.saturating_duration_since(now).as_secs_f64();
+        let then = ends.saturating_duration_since(self.as_of).as_secs_f64();
         if then > 0.0 {
             self.remaining as f64 * (left / then).min(1.0)
         } else {
@@ -260,36 +252,28 @@ impl Budgets {
     /// [`report_placed`](Self::report_placed) of a period whose end is placed for sure.
     #[cfg(test)]
     pub(crate) fn report(&mut self, quota: Quota, reset_at: Instant, at: Instant, own: Own) {
-        self.report_placed(quota, quota.reset.timestamp(), reset_at, reset_at, at, own);
+        self.report_placed(quota, quota.reset.timestamp(), reset_at, at, own);
     }
 
     /// An answer arriving at `at`, with own requests at `own`, reported `quota` of the period
-    /// named `reset` (a unix second), ending at `reset_at` and at `latest_end` at the latest.
+    /// named `reset` (a unix second), ending at `reset_at`.
     pub(crate) fn report_placed(
         &mut self,
         quota: Quota,
         reset: i64,
         reset_at: Instant,
-        latest_end: Instant,
         at: Instant,
         own: Own,
     ) {
         let sent = own.answered_sent_at.unwrap_or(at);
-        let mut ends = Ends {
-            at: reset_at,
-            latest: latest_end.max(reset_at),
-        };
+        let mut ends = reset_at;
         if reset_at <= at {
             // Ended with its request on the wire: says nothing of the next period. Sent after, it
             // was counted there, the backend's `Date` running ahead: the period ends in its second.
             if sent < reset_at {
                 return;
             }
-            let end = crate::clock::after_from(at, Duration::from_secs(RESET_ROUNDING));
-            ends = Ends {
-                at: end,
-                latest: end,
-            };
+            ends = crate::clock::after_from(at, Duration::from_secs(RESET_ROUNDING));
         }
         self.without_quota = 0;
         // The headers show the binding window: any other past its reset has more left; drop it.
@@ -322,10 +306,7 @@ impl Budgets {
             window.reset = window.reset.max(reset);
             window.as_of = sent;
             window.ends = Some(match window.ends.filter(|_| !ended) {
-                Some(kept) => Ends {
-                    at: kept.at.max(ends.at),
-                    latest: kept.latest.max(ends.latest),
-                },
+                Some(kept) => kept.max(ends),
                 None => ends,
             });
         }
@@ -350,12 +331,18 @@ impl Budgets {
     }
 
     /// A window no answer reported before.
-    fn add(&mut self, quota: Quota, reset: i64, ends: Ends, at: Instant, sent: Instant, own: Own) {
+    fn add(
+        &mut self,
+        quota: Quota,
+        reset: i64,
+        ends: Instant,
+        at: Instant,
+        sent: Instant,
+        own: Own,
+    ) {
         if self.windows.len() == MAX_WINDOWS {
             // The window that ends first has the least to say about what is left.
-            if let Some(first) =
-                (0..self.windows.len()).min_by_key(|&i| self.windows[i].ends.map(|e| e.at))
-            {
+            if let Some(first) = (0..self.windows.len()).min_by_key(|&i| self.windows[i].ends) {
                 self.windows.remove(first);
             }
         }
@@ -369,7 +356,7 @@ impl Budgets {
             marks: Vec::with_capacity(MARKS),
             counted_before: 0,
             #[cfg(feature = "metrics")]
-            length: window_length(ends.at.saturating_duration_since(at)),
+            length: window_length(ends.saturating_duration_since(at)),
         };
         // What was spent before this process's first answer is no one's: a new process cannot
         // tell others from its own earlier runs.
@@ -448,14 +435,14 @@ impl Budgets {
 
     pub(crate) fn known(&self, now: Instant) -> Known {
         let alone = self.alone();
-        // Alone, a window reopens at its placed reset; with others, a second after its latest end:
-        // another's 429 at its end holds the key for a `Retry-After` rounded up to whole seconds.
+        // Alone, a window reopens at its placed reset; with others, a second after it: another's
+        // 429 at its end holds the key for a `Retry-After` rounded up to whole seconds.
         let grace = Duration::from_secs(RESET_ROUNDING);
-        let reopens = |ends: Ends| {
+        let reopens = |ends: Instant| {
             if alone {
-                ends.at
+                ends
             } else {
-                crate::clock::after_from(ends.latest, grace)
+                crate::clock::after_from(ends, grace)
             }
         };
         let ended = |w: &Window| w.ends.is_some_and(|ends| reopens(ends) <= now);
@@ -475,7 +462,7 @@ impl Budgets {
                 remaining: w.remaining,
                 ends: w.ends.map(|ends| Span {
                     reopens: reopens(ends),
-                    reset_at: ends.at,
+                    reset_at: ends,
                     projected: if alone {
                         w.remaining as f64
                     } else {

@@ -249,12 +249,9 @@ impl<'a> Permit<'a> {
         // A reset in seconds is placed from the answer's arrival, whatever clock wrote `Date`:
         // counted from when the answer was written and rounded up, the window has ended by then.
         let unix = quota.reset.timestamp();
-        let (reset_at, latest_end) = match given {
+        let reset_at = match given {
             ResetGiven::At => (state.server_clock).place_reset(server, unix, self.sent_at),
-            ResetGiven::In(secs) => {
-                let end = clock::after_from(at, Duration::from_secs(secs));
-                (end, end)
-            }
+            ResetGiven::In(secs) => clock::after_from(at, Duration::from_secs(secs)),
         };
         let own = state.own(self.sent_at);
         let period = match given {
@@ -262,7 +259,7 @@ impl<'a> Permit<'a> {
             // Named on the local clock, where its end is placed whatever the backend's `Date`.
             ResetGiven::In(_) => self.shared.clock.second_of(reset_at),
         };
-        (state.budgets).report_placed(quota, period, reset_at, latest_end, at, own);
+        (state.budgets).report_placed(quota, period, reset_at, at, own);
         state.remember(quota);
         // A window the lease was not taken from, or its next period: the service counts what the
         // lease would spend there, the store (opening it from this report) does not. Void it.

@@ -382,10 +382,10 @@ pub fn hardships(cell: &Cell) -> Vec<(&'static str, f64)> {
     let apart = cell.backends.iter().map(|s| s.unsigned_abs()).max();
     if let Some(apart) = far_apart(cell) {
         // A `Date` off from the limiter's clock by half a window or more cannot place the
-        // window's end: the client keeps the reading of the backend furthest behind and
-        // waits for the latest end the `Date`s allow (`clock/server_time.rs`), up to twice
-        // the backends' offset and the `Date`s' seconds late: a window's budget in each such
-        // stretch, and half of them, as a first answer from a backend ahead places an end
+        // window's end: the client places it by the clock of the backend that answered last,
+        // no earlier than the requests counted before it allow (`clock/server_time.rs`), up
+        // to twice the backends' offset and the `Date`s' seconds late: a window's budget in
+        // each such stretch, and half of them, as an answer from a backend ahead places an end
         // early and its 429's wait can take the next.
         // Measured over three such stretches, where they fit in [`MOST_WINDOWS`]; else
         // safety alone.
@@ -541,17 +541,16 @@ fn latency(fault: &Fault) -> Option<Duration> {
     Some(Duration::from_secs_f64(seconds))
 }
 
-/// The longest the client's reading of the service's clock keeps to itself after the clock
-/// steps forward, in seconds: it follows the step after sixteen answers ahead, or a minute.
-const STEP_FOLLOWED_WITHIN: f64 = 60.0;
+/// How long, in seconds, the client takes a step forward of the service's clock for a backend
+/// ahead of the limiter (`clock/server_time.rs` keeps the bound that shows it a minute).
+const STEP_TAKEN_FOR_A_BACKEND_AHEAD: f64 = 60.0;
 
 /// How long after the start the key may serve a world nothing, in seconds: the injected
 /// faults' waits ([`injected_quiet`]); without quota headers, then the first window rule S's
 /// slow start spends and the retry policy's longest backoff after it, as each of the 429s
 /// that meet the requests on the wire (up to eight) closes the gate as one more in a row;
-/// and the minute after a step forward of the service's clock, which the client's reading of
-/// that clock follows only after sixteen answers ahead or a minute, placing each window's end
-/// late by the step meanwhile.
+/// and the minute after a step forward of the service's clock, taken for a backend ahead of the
+/// limiter meanwhile, which places each window's end late by the step.
 pub fn quiet(cell: &Cell) -> f64 {
     let mut quiet = injected_quiet(cell);
     if cell.headerless() {
@@ -562,7 +561,8 @@ pub fn quiet(cell: &Cell) -> f64 {
         quiet = spent - start + backoff + longest_latency(cell).as_secs_f64();
     }
     if let Some(step) = cell.clock_step.filter(|step| step.by > 0) {
-        quiet = quiet.max(step.after.as_secs_f64() + step.by as f64 + STEP_FOLLOWED_WITHIN);
+        let taken_for_a_backend = step.by as f64 + STEP_TAKEN_FOR_A_BACKEND_AHEAD;
+        quiet = quiet.max(step.after.as_secs_f64() + taken_for_a_backend);
     }
     quiet
 }
