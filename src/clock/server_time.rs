@@ -179,11 +179,11 @@ impl ServerClock {
         }
     }
 
-    /// The local instant the period with reset `unix` ends, as `reading` places it, for a
-    /// request sent at `sent`. The service counted each
-    /// request before its period's end on the reset's clock, so a reading past the reset at a
-    /// request's sending (backends ahead of their limiter) is at least that far ahead of it:
-    /// resets are placed that much later, by the tightest such bound within [`READING_KEPT_FOR`].
+    /// The local instant the period with reset `unix` ends, as `reading` places it, for a request
+    /// sent at `sent`. The service counted each request before its period's end on the reset's
+    /// clock, so a reading past the reset at a request's sending (backends ahead of their limiter)
+    /// is at least that far ahead of it: resets are placed that much later, by the tightest such
+    /// bound within [`READING_KEPT_FOR`].
     pub(crate) fn place_reset(
         &mut self,
         reading: &ServerTime,

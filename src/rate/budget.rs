@@ -305,10 +305,8 @@ impl Budgets {
             window.limit = quota.limit;
             window.reset = window.reset.max(reset);
             window.as_of = sent;
-            window.ends = Some(match window.ends.filter(|_| !ended) {
-                Some(kept) => kept.max(ends),
-                None => ends,
-            });
+            let kept = window.ends.filter(|_| !ended);
+            window.ends = Some(kept.map_or(ends, |kept| kept.max(ends)));
         }
         window.remaining = window.remaining.min(quota.remaining);
         window.last_at = window.last_at.max(at);
