@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use crate::headers::Quota;
@@ -182,53 +183,11 @@ pub(crate) enum Known {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Budget {
-    pub(crate) windows: WindowsLeft,
+    /// Inline: a budget is made per admission, and allocating each time costs as much as the
+    /// rules that read it.
+    pub(crate) windows: SmallVec<[WindowLeft; MAX_WINDOWS]>,
     /// A window allows no request at all (`X-RateLimit-Limit: 0`), until then.
     pub(crate) zero_limit: Option<Instant>,
-}
-
-/// A [`Budget`]'s windows, inline: a budget is made per admission, and allocating a `Vec` each
-/// time costs as much as the rules that read it.
-#[derive(Clone, Copy)]
-pub(crate) struct WindowsLeft {
-    len: usize,
-    windows: [WindowLeft; MAX_WINDOWS],
-}
-
-impl WindowsLeft {
-    const NONE: Self = Self {
-        len: 0,
-        windows: [WindowLeft {
-            remaining: 0,
-            ends: None,
-        }; MAX_WINDOWS],
-    };
-
-    /// Adds a window; there are never more than [`MAX_WINDOWS`].
-    fn push(&mut self, window: WindowLeft) {
-        self.windows[self.len] = window;
-        self.len += 1;
-    }
-}
-
-impl std::ops::Deref for WindowsLeft {
-    type Target = [WindowLeft];
-
-    fn deref(&self) -> &[WindowLeft] {
-        &self.windows[..self.len]
-    }
-}
-
-impl PartialEq for WindowsLeft {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl std::fmt::Debug for WindowsLeft {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
 }
 
 impl Budget {
@@ -454,7 +413,7 @@ impl Budgets {
                 answers => Known::Unreported(answers),
             };
         }
-        let mut windows = WindowsLeft::NONE;
+        let mut windows = SmallVec::new();
         for w in &self.windows {
             windows.push(WindowLeft {
                 remaining: w.remaining,
