@@ -225,14 +225,10 @@ impl Budgets {
         own: Own,
     ) {
         let sent = own.answered_sent_at.unwrap_or(at);
-        let mut ends = reset_at;
+        // Ended with its request on the wire: says nothing of the next period. (A reset is never
+        // placed before its request was sent: `ServerClock::place_reset`.)
         if reset_at <= at {
-            // Ended with its request on the wire: says nothing of the next period. Sent after, it
-            // was counted there, the backend's `Date` running ahead: the period ends in its second.
-            if sent < reset_at {
-                return;
-            }
-            ends = crate::clock::after_from(at, Duration::from_secs(RESET_ROUNDING));
+            return;
         }
         self.without_quota = 0;
         // The headers show the binding window: any other past its reset has more left; drop it.
@@ -245,7 +241,7 @@ impl Budgets {
         let index = self.drop_ended(matched, at);
         let counted = own.counted();
         let Some(window) = index.map(|i| &mut self.windows[i]) else {
-            self.add(quota, reset, ends, at, sent, own);
+            self.add(quota, reset, reset_at, at, sent, own);
             return;
         };
         let fresh = sent >= window.as_of;
@@ -265,7 +261,7 @@ impl Budgets {
             window.reset = window.reset.max(reset);
             window.as_of = sent;
             let kept = window.ends.filter(|_| !ended);
-            window.ends = Some(kept.map_or(ends, |kept| kept.max(ends)));
+            window.ends = Some(kept.map_or(reset_at, |kept| kept.max(reset_at)));
         }
         window.remaining = window.remaining.min(quota.remaining);
         window.last_at = window.last_at.max(at);
@@ -760,9 +756,5 @@ mod tests {
         let at = t0 + secs(2.0);
         budgets.report(quota(60, 0, T), t0 + secs(1.0), at, own(1, t0));
         assert_eq!(budgets.known(at), Known::Unknown);
-        // Sent after it: the backend's `Date` runs ahead, and the period ends within a second.
-        budgets.report(quota(60, 0, T), t0 + secs(1.0), at, own(2, t0 + secs(1.5)));
-        assert_eq!(remaining(&budgets, at), Some(0));
-        assert_eq!(budgets.known(at + secs(1.0)), Known::Unknown);
     }
 }
