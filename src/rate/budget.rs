@@ -225,8 +225,8 @@ impl Budgets {
         own: Own,
     ) {
         let sent = own.answered_sent_at.unwrap_or(at);
-        // Ended with its request on the wire: says nothing of the next period. (A reset is never
-        // placed before its request was sent: `ServerClock::place_reset`.)
+        // Ended by the answer's arrival (a reset is placed no earlier), so with its request on the
+        // wire: says nothing of the next period.
         if reset_at <= at {
             return;
         }
