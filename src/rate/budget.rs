@@ -260,8 +260,8 @@ impl Budgets {
             window.limit = quota.limit;
             window.reset = window.reset.max(reset);
             window.as_of = sent;
-            let kept = window.ends.filter(|_| !ended);
-            window.ends = Some(kept.map_or(reset_at, |kept| kept.max(reset_at)));
+            // The later of the kept end (none once ended) and this one.
+            window.ends = window.ends.filter(|_| !ended).max(Some(reset_at));
         }
         window.remaining = window.remaining.min(quota.remaining);
         window.last_at = window.last_at.max(at);
