@@ -93,6 +93,14 @@ impl RequestHeaders {
         Self { plain, json }
     }
 
+    /// The API key, to mask in what an answer puts in an error (a page echoing the request).
+    pub(crate) fn key(&self) -> &str {
+        let value = self.plain.get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        let key = value.and_then(|bearer| bearer.strip_prefix(b"Bearer "));
+        key.and_then(|key| std::str::from_utf8(key).ok())
+            .unwrap_or_default()
+    }
+
     /// The headers of a request, with a JSON body or without one.
     pub(crate) fn of(&self, with_body: bool) -> HeaderMap {
         if with_body {
@@ -202,7 +210,8 @@ impl fmt::Debug for Redacted {
 pub struct PetStoreClientBuilder {
     base_url: Option<String>,
     api_key: Option<String>,
-    /// Whether `api_key` came from `PETSTORE_API_KEY`, so that its errors name the variable.
+    /// Whether `base_url` and `api_key` came from their variables, so that errors name them.
+    base_url_from_env: bool,
     api_key_from_env: bool,
     /// `None`: not set, the default applies.
     connect_timeout: Option<Option<Duration>>,
@@ -230,6 +239,7 @@ impl PetStoreClientBuilder {
         Self {
             base_url: None,
             api_key: None,
+            base_url_from_env: false,
             api_key_from_env: false,
             connect_timeout: None,
             attempt_timeout: Some(DEFAULT_ATTEMPT_TIMEOUT),
@@ -250,6 +260,7 @@ impl PetStoreClientBuilder {
     pub fn from_env() -> Self {
         let mut builder = Self::new();
         builder.base_url = std::env::var(BASE_URL_ENV).ok();
+        builder.base_url_from_env = builder.base_url.is_some();
         builder.api_key = std::env::var(API_KEY_ENV).ok();
         builder.api_key_from_env = builder.api_key.is_some();
         builder
@@ -261,6 +272,7 @@ impl PetStoreClientBuilder {
     /// is the only credential.
     pub fn base_url(mut self, url: impl AsRef<str>) -> Self {
         self.base_url = Some(url.as_ref().to_owned());
+        self.base_url_from_env = false;
         self
     }
 
@@ -465,36 +477,46 @@ impl PetStoreClientBuilder {
                 "no base URL: call base_url() or set {BASE_URL_ENV}"
             ))
         })?;
-        let raw = &*shown(given);
-        let mut url = Url::parse(given.trim()).map_err(|e| {
-            Error::config_caused(format!("the base URL `{raw}` is not a valid URL"), e)
-        })?;
+        let variable = if self.base_url_from_env {
+            format!(" from {BASE_URL_ENV}")
+        } else {
+            String::new()
+        };
+        let Some(shown) = shown(given) else {
+            return Err(Error::config(format!(
+                "the base URL{variable} has no `://` (it is not shown, as it may be a secret): \
+                 write it as https://host/v1"
+            )));
+        };
+        let the_url = format!("the base URL `{shown}`{variable}");
+        let mut url = Url::parse(given.trim())
+            .map_err(|e| Error::config_caused(format!("{the_url} is not a valid URL"), e))?;
         // reqwest would send them as a second `Authorization` header (Basic) beside the key.
         if !url.username().is_empty() || url.password().is_some() {
             return Err(Error::config(format!(
-                "the base URL `{raw}` must not contain a user name or password: \
+                "{the_url} must not contain a user name or password: \
                  the client authenticates with the API key alone"
             )));
         }
         if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
             return Err(Error::config(format!(
-                "the base URL `{raw}` must be an http or https URL that can take paths"
+                "{the_url} must be an http or https URL that can take paths"
             )));
         }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(Error::config(format!(
-                "the base URL `{raw}` must not have a query or fragment"
+                "{the_url} must not have a query or fragment"
             )));
         }
         let last_segment = url.path().trim_end_matches('/').rsplit('/').next();
         if last_segment != Some("v1") {
             return Err(Error::config(format!(
-                "the base URL `{raw}` must end in the API version segment `/v1`"
+                "{the_url} must end in the API version segment `/v1`"
             )));
         }
         if url.scheme() == "http" && !self.allow_insecure_http && !is_loopback(&url) {
             return Err(Error::config(format!(
-                "refusing to send the API key in clear text to `{raw}`: use https, or allow_insecure_http(true)"
+                "refusing to send the API key in clear text to `{shown}`: use https, or allow_insecure_http(true)"
             )));
         }
         // Without TLS, reqwest would only fail each attempt with "could not connect". A supplied
@@ -512,11 +534,14 @@ impl PetStoreClientBuilder {
     }
 }
 
-/// The base URL as errors and `Debug` show it: a user name or password in it is masked as
-/// `***`. In text that is not a URL with a host (`user:pw@host/v1` parses as a URL of scheme
-/// `user`), everything before the last `@` is masked, as it may be credentials.
-fn shown(raw: &str) -> Cow<'_, str> {
-    match Url::parse(raw.trim()) {
+/// The base URL as errors and `Debug` show it: a user name or password in it masked as `***`;
+/// `None` for text without `://`, which may be the API key given in its place. In text that is
+/// not a URL with a host, everything before the last `@` is masked, as it may be credentials.
+fn shown(raw: &str) -> Option<Cow<'_, str>> {
+    if !raw.contains("://") {
+        return None;
+    }
+    Some(match Url::parse(raw.trim()) {
         Ok(url) if url.has_host() && url.username().is_empty() && url.password().is_none() => {
             raw.into()
         }
@@ -537,7 +562,7 @@ fn shown(raw: &str) -> Cow<'_, str> {
             }
             None => raw.into(),
         },
-    }
+    })
 }
 
 /// The `Authorization` header value, built once; marked sensitive so that `http` and
@@ -571,7 +596,10 @@ fn authorization(key: Option<&str>, from_env: bool) -> Result<HeaderValue> {
 impl fmt::Debug for PetStoreClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PetStoreClientBuilder")
-            .field("base_url", &self.base_url.as_deref().map(shown))
+            .field(
+                "base_url",
+                &(self.base_url.as_deref()).map(|url| shown(url).unwrap_or("<not shown>".into())),
+            )
             .field("api_key", &self.api_key.as_ref().map(|_| Redacted))
             .field("connect_timeout", &self.connect_timeout)
             .field("attempt_timeout", &self.attempt_timeout)
@@ -604,11 +632,15 @@ mod tests {
             "user:hunter2@petstore.example.com/v1",
             "user:hunter2@petstore.example.com://v1",
         ] {
-            let shown = shown(raw);
+            let Some(shown) = shown(raw) else {
+                assert!(!raw.contains("://"), "{raw} was not shown");
+                continue;
+            };
             assert!(!shown.contains("hunter2"), "{raw} was shown as {shown}");
             assert!(shown.contains("***@"), "{raw} was shown as {shown}");
         }
         let plain = "https://petstore.example.com/v1";
-        assert_eq!(shown(plain), plain);
+        assert_eq!(shown(plain).as_deref(), Some(plain));
+        assert_eq!(shown("sk_live_0123456789"), None);
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 pub use api::{ApiError, ApiErrorBuilder};
-pub(crate) use api::{is_transient_status, snippet};
+pub(crate) use api::{is_transient_status, mask, snippet};
 pub(crate) use details::Cause;
 use details::Link;
 pub use details::{
@@ -575,6 +575,26 @@ impl Error {
             cause: Arc::new(cause),
             call: Box::new(CallInfo::of_attempts(1)),
         })
+    }
+
+    /// This error with `secret` masked as `***` in what an answer put in it: a body that echoes
+    /// the request's headers must not show the API key.
+    pub(crate) fn masked(mut self, secret: &str) -> Self {
+        match &mut self {
+            Self::Api(api) => api.mask(secret),
+            Self::Decode(decode) => {
+                mask(&mut decode.path, secret);
+                mask(&mut decode.snippet, secret);
+                let mut cause = decode.cause.to_string();
+                if !secret.is_empty() && cause.contains(secret) {
+                    mask(&mut cause, secret);
+                    decode.cause =
+                        Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(cause));
+                }
+            }
+            _ => {}
+        }
+        self
     }
 
     /// A body over the `limit` of one attempt.

@@ -287,7 +287,7 @@ impl PetStoreClient {
         }
         let error =
             ApiError::from_response(status, &exchange.body, report.quota, report.retry_after);
-        Err((action, Error::from(error)))
+        Err((action, Error::from(error).masked(self.inner.headers.key())))
     }
 
     /// One request and its whole response, within the per-attempt timeout. The permit is
@@ -403,7 +403,8 @@ impl PetStoreClient {
                 self.inner.max_response_body,
             ));
         }
-        let value = value(exchange.status, &exchange.body)?;
+        let value = value(exchange.status, &exchange.body)
+            .map_err(|error| error.masked(self.inner.headers.key()))?;
         let deprecation = exchange.deprecation;
         if let Some(notice) = &deprecation {
             self.warn_deprecated_once(operation, notice);

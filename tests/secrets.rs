@@ -79,13 +79,64 @@ fn configuration_errors_hide_the_key() {
             .api_key(KEY)
             .base_url("https://h/v2"),
         PetStoreClient::builder().api_key(KEY),
+        // The two swapped, or the key set as the base URL's variable.
+        PetStoreClient::builder()
+            .api_key("https://petstore.example.com/v1")
+            .base_url(KEY),
+        PetStoreClient::builder()
+            .api_key(KEY)
+            .base_url(format!("{KEY}:x")),
     ];
     for builder in bad {
+        assert_hidden("the builder's Debug", &format!("{builder:?}"));
         let error = builder.build().unwrap_err();
         for text in renderings(&error) {
             assert_hidden("a configuration error", &text);
         }
     }
+    assert_hidden("the logs", &logs.text());
+}
+
+#[tokio::test]
+async fn answers_that_echo_the_key_do_not_put_it_in_errors() {
+    let (logs, _guard) = common::capture(tracing::Level::TRACE);
+    let server = MockServer::start().await;
+    let revoked =
+        format!(r#"{{"code":"unauthorized","message":"key {KEY} is revoked","status":401}}"#);
+    let echo = format!("<html>Authorization: Bearer {KEY}</html>");
+    Mock::given(path("/v1/pets/1"))
+        .respond_with(json(401, &revoked))
+        .mount(&server)
+        .await;
+    Mock::given(path("/v1/pets/2"))
+        .respond_with(ResponseTemplate::new(403).set_body_string(echo.clone()))
+        .mount(&server)
+        .await;
+    Mock::given(path("/v1/pets"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(format!("[\"{KEY}\"]")))
+        .mount(&server)
+        .await;
+    let client = PetStoreClient::builder()
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key(KEY)
+        .build()
+        .unwrap();
+
+    #[allow(deprecated)]
+    let errors = [
+        client.get_pet(1).send().await.unwrap_err(),
+        client.get_pet(2).send().await.unwrap_err(),
+        client.list_pets().send().await.unwrap_err(),
+    ];
+    for error in &errors {
+        for text in renderings(error) {
+            assert_hidden("an error", &text);
+        }
+    }
+    let shown = errors.iter().map(|e| format!("{e:#}")).collect::<Vec<_>>();
+    assert!(shown[0].contains("key *** is revoked"), "{}", shown[0]);
+    assert!(shown[1].contains("Bearer ***"), "{}", shown[1]);
+    assert!(errors[2].is_decode(), "{}", shown[2]);
     assert_hidden("the logs", &logs.text());
 }
 

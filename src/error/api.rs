@@ -290,6 +290,25 @@ impl ApiErrorBuilder {
     }
 }
 
+impl ApiError {
+    /// Masks `secret` as `***` in what the answer said.
+    pub(crate) fn mask(&mut self, secret: &str) {
+        for text in [&mut self.code, &mut self.message, &mut self.body_snippet]
+            .into_iter()
+            .flatten()
+        {
+            mask(text, secret);
+        }
+    }
+}
+
+/// Masks `secret` as `***` in `text`.
+pub(crate) fn mask(text: &mut String, secret: &str) {
+    if !secret.is_empty() && text.contains(secret) {
+        *text = text.replace(secret, "***");
+    }
+}
+
 /// The first [`SNIPPET_BYTES`] of a body, cut on a character boundary.
 pub(crate) fn snippet(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(SNIPPET_BYTES)]);
