@@ -400,8 +400,9 @@ impl PetStoreClientBuilder {
     /// # Errors
     ///
     /// [`Error::Config`] when the base URL or API key is missing, the key cannot be sent in
-    /// an HTTP header, the base URL does not parse, contains a user name or password, cannot
-    /// take paths or does not end in `/v1`, the base URL is plain `http://` to a host other than loopback (unless
+    /// an HTTP header, the base URL has no `://` or does not parse, contains a user name or
+    /// password, is not `http` or `https`, has a query or fragment, or does not end in `/v1`,
+    /// the base URL is plain `http://` to a host other than loopback (unless
     /// [`allow_insecure_http`](Self::allow_insecure_http)), the base URL is `https://` in a
     /// build with neither the `rustls` nor the `native-tls` feature (unless a
     /// [`http_client`](Self::http_client) is supplied), or the HTTP client cannot be created.

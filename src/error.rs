@@ -34,8 +34,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// ```no_run
 /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
-/// use http::StatusCode;
-/// use petstore_client::{Error, NewPet};
+/// use petstore_client::{Error, NewPet, StatusCode};
 ///
 /// match client.create_pet(NewPet::new("Rex", 3)).send().await {
 ///     Ok(pet) => println!("created {}", pet.id),
@@ -212,8 +211,7 @@ impl Error {
     /// The API error, when the service answered with an error status.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let error = Error::from(ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist"));
     /// assert_eq!(error.api_error().and_then(|api| api.code()), Some("not_found"));
@@ -230,8 +228,7 @@ impl Error {
     /// including a success response that could not be decoded.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let error = Error::from(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "Invalid API key"));
     /// assert_eq!(error.status(), Some(StatusCode::UNAUTHORIZED));
@@ -266,8 +263,7 @@ impl Error {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let error = Error::from(
     ///     ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
@@ -291,8 +287,7 @@ impl Error {
     /// [`is_server_error`]: Error::is_server_error
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let error = Error::from(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "down", "Maintenance"));
     /// assert!(error.is_unavailable() && error.is_server_error());
@@ -330,8 +325,7 @@ impl Error {
     /// when an earlier 503 is the reason; [`Error::is_unavailable`] covers both.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let error = Error::from(ApiError::new(StatusCode::BAD_GATEWAY, "bad_gateway", "Upstream failed"));
     /// assert!(error.is_server_error());
@@ -382,8 +376,7 @@ impl Error {
     /// Wait at least [`Error::retry_after`] when there is one.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Error};
+    /// use petstore_client::{ApiError, Error, StatusCode};
     ///
     /// let unavailable = Error::from(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "down", "Maintenance"));
     /// assert!(unavailable.is_retryable());

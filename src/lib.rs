@@ -84,8 +84,8 @@
 //! 1. retries a 429 after at least the `Retry-After` wait and the backoff (any operation: the
 //!    request was not processed), a failed connect (any operation: nothing was sent; not a
 //!    host name that does not resolve), and 5xx, per-attempt timeouts and dropped connections
-//!    with exponential backoff (`GET` only: a `POST` is never sent twice after an ambiguous
-//!    failure);
+//!    with exponential backoff (idempotent methods only, `GET` among them: a `POST` is never
+//!    sent twice after an ambiguous failure);
 //! 2. holds every request of every client of the key in the process while the service asked
 //!    for quiet, then lets one request probe before the others;
 //! 3. reads the service's clock from `Date`, so that `X-RateLimit-Reset` and HTTP-date
@@ -119,9 +119,9 @@
 //!
 //! # Logging
 //!
-//! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `petstore_client` span per
-//! call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
-//! `url.path`, `server.address`, `server.port`) with an `attempt` span per request
+//! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `DEBUG`
+//! `petstore_client` span per call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
+//! `url.path`, `server.address`, `server.port`) with a `DEBUG` `attempt` span per request
 //! (`http.response.status_code`, and `http.request.resend_count` on a resend), an `INFO` event
 //! per retry (reason, delay and its source), an event when the rate discipline holds a request
 //! (`INFO` for a hold of a second or more, with its reason and length, one in ten seconds at
@@ -210,7 +210,9 @@ pub use redis_state::RedisState;
 pub use request::RawRequest;
 /// The `reqwest` this crate sends requests with (0.13), re-exported so that a
 /// [`PetStoreClientBuilder::http_client`] is built with the same version. It is a public
-/// dependency only through that setter; this crate's own API exposes no other reqwest type.
+/// dependency only through that setter; besides it, this crate's own API uses only the `http`
+/// types reqwest re-exports: [`StatusCode`], `Method` ([`PetStoreClient::request`]) and
+/// `HeaderMap` ([`Response::headers`]).
 pub use reqwest;
 pub use response::Response;
 pub use retry::{RetryPolicy, RetryPolicyBuilder};

@@ -83,7 +83,8 @@ id_newtype!(
 ///
 /// The specification allows `available`, `pending` and `sold`. A value the service adds later
 /// decodes as [`PetStatus::Unknown`] instead of failing the whole response, and is sent back
-/// unchanged.
+/// unchanged by [`create_pet`](crate::PetStoreClient::create_pet); `list_pets` filters only
+/// by the three the specification allows, and refuses another.
 ///
 /// ```
 /// use petstore_client::PetStatus;

@@ -39,9 +39,10 @@ use crate::rate::{self, SharedStore};
 /// **What is stored:** one hash per API key and service, named `petstore-client:v1:{` and 32
 /// hexadecimal digits of a SHA-256 of the service and the key (never the key itself) and `}`
 /// (a Cluster hash tag), with
-/// the windows' limits, budgets left, ends and last lease's end (four windows at most, each known by its period
-/// and removed once the period has ended), the cooldown's end, and whether an instance is
-/// finding out a new window period. Nothing else: no pet, response or key. It expires a minute
+/// the windows' limits, budgets left, ends and last lease's end (four windows at most, each known
+/// by its period and removed once the period has ended), which admission's answer opened each,
+/// the cooldown's end, whether an instance is finding out a new window period, the last period
+/// that ended, and a count of admissions. No pet, response or key. It expires a minute
 /// after the last thing it knows has passed.
 ///
 /// **Cost:** one round trip (a Lua script) per request for an instance that calls less often
@@ -71,9 +72,11 @@ use crate::rate::{self, SharedStore};
 /// `+role` on the master (asked to check that it is the master).
 ///
 /// **When Redis is down, slow or restarted,** calls go on under the process's own rate
-/// discipline (the one that runs without Redis): every Redis operation gives up after
-/// [`timeout`](Self::timeout), one `WARN` is logged per outage, and sharing resumes when Redis
-/// answers again. No call fails or waits longer because of Redis.
+/// discipline (the one that runs without Redis): one `WARN` is logged per outage, and sharing
+/// resumes when Redis answers again. No call fails because of Redis. Each Redis operation a call
+/// waits for (its admission, and the report of an answer other instances wait on) gives up after
+/// [`timeout`](Self::timeout), or up to eight times it for a Redis seen answering slower; an
+/// instance's first call also waits up to `timeout` to hear how many instances share the key.
 ///
 /// **Redis settings:** set `maxmemory-policy` to `noeviction` (the default), or leave
 /// `maxmemory` at 0: under any other policy a full Redis may evict the state, as every key of

@@ -29,7 +29,9 @@ use crate::retry_budget::RetryBudget;
 /// still backed off from, more at each attempt. A 429 without a readable `Retry-After` waits at
 /// least 1 s. A retry also needs the client's retry budget, which every clone spends: when the
 /// service fails most calls, their retries add at most a fifth of its recent answers and 10
-/// more, and a call the budget refuses ends at once with the error it got. What is retried:
+/// more, and a call the budget refuses ends at once with the error it got. What is retried (`GET`
+/// stands for every idempotent method, `POST` for the others, as in
+/// [`PetStoreClient::request`](crate::PetStoreClient::request)):
 ///
 /// | outcome | `GET` (list, get) | `POST` (create) |
 /// | --- | --- | --- |

@@ -22,8 +22,7 @@ use crate::headers::Quota;
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::StatusCode;
-/// use petstore_client::{ApiError, Error};
+/// use petstore_client::{ApiError, Error, StatusCode};
 ///
 /// let error = Error::from(
 ///     ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Rate limit exceeded")
@@ -63,8 +62,7 @@ impl ApiError {
     /// request; [`ApiError::builder`] adds what the response's head said.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::ApiError;
+    /// use petstore_client::{ApiError, StatusCode};
     ///
     /// let api = ApiError::new(StatusCode::NOT_FOUND, "not_found", "pet 42 does not exist");
     /// assert_eq!(api.status(), StatusCode::NOT_FOUND);
@@ -88,8 +86,7 @@ impl ApiError {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use http::StatusCode;
-    /// use petstore_client::ApiError;
+    /// use petstore_client::{ApiError, StatusCode};
     ///
     /// let api = ApiError::builder(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "try later")
     ///     .retry_after(Duration::from_secs(5))
@@ -224,8 +221,7 @@ impl ApiError {
 ///
 /// ```
 /// use chrono::DateTime;
-/// use http::StatusCode;
-/// use petstore_client::{ApiError, Quota};
+/// use petstore_client::{ApiError, Quota, StatusCode};
 ///
 /// let reset = DateTime::from_timestamp(1_900_000_000, 0).unwrap();
 /// let api = ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
@@ -244,8 +240,7 @@ impl ApiErrorBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use http::StatusCode;
-    /// use petstore_client::ApiError;
+    /// use petstore_client::{ApiError, StatusCode};
     ///
     /// let api = ApiError::builder(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down")
     ///     .retry_after(Duration::from_secs(30))
@@ -261,8 +256,7 @@ impl ApiErrorBuilder {
     ///
     /// ```
     /// use chrono::DateTime;
-    /// use http::StatusCode;
-    /// use petstore_client::{ApiError, Quota};
+    /// use petstore_client::{ApiError, Quota, StatusCode};
     ///
     /// let reset = DateTime::from_timestamp(1_900_000_000, 0).unwrap();
     /// let api = ApiError::builder(StatusCode::NOT_FOUND, "not_found", "no such pet")
@@ -278,8 +272,7 @@ impl ApiErrorBuilder {
     /// The error.
     ///
     /// ```
-    /// use http::StatusCode;
-    /// use petstore_client::ApiError;
+    /// use petstore_client::{ApiError, StatusCode};
     ///
     /// let api = ApiError::builder(StatusCode::NOT_FOUND, "not_found", "no such pet").build();
     /// assert_eq!(api, ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such pet"));

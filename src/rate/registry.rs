@@ -24,7 +24,8 @@ pub enum RateLimitScope {
     ///
     /// Base URLs are compared by scheme, port and path, never by the host's spelling (a trailing
     /// dot, a public and an internal name, a name and its address), since one key is one budget.
-    /// Two services on one port and path that meter one key apart need [`Client`](Self::Client).
+    /// Two services on one port and path that meter one key apart need [`Client`](Self::Client)
+    /// (and, with a shared state, a Redis each: it names the state by service and key alone).
     #[default]
     Process,
     /// This client and its clones have a state of their own, as if in a process of their own
