@@ -5,6 +5,7 @@
 //! loopback and says so. Either one set means both are required: a forgotten key is an error,
 //! never a silent switch to the sandbox.
 
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use petstore_client::{NewPet, Pacing, Pet, PetStatus, PetStoreClient, Quota, RetryPolicy};
@@ -13,7 +14,24 @@ use petstore_sandbox::{Plan, Sandbox};
 type Result<T = (), E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
 #[tokio::main]
-async fn main() -> Result {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The error's sentence, then each cause, as `Display` shows them.
+            let mut text = error.to_string();
+            let mut cause = error.source();
+            while let Some(inner) = cause {
+                text = format!("{text}: {inner}");
+                cause = inner.source();
+            }
+            eprintln!("error: {text}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result {
     // Shows the client's warnings, such as the deprecation notice of getPet.
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::WARN)
@@ -164,6 +182,9 @@ async fn rate_limits(sandbox: &Sandbox) -> Result {
         LIMIT + 1,
         start.elapsed().as_secs_f64(),
         limited("sole-demo")
+    );
+    println!(
+        "   Alone on a key the two spend alike; Shared, once it sees others spend the key, spreads its share of the budget"
     );
 
     // Without pacing only the service's 429s hold the client back.

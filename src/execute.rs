@@ -44,6 +44,16 @@ impl Operation {
             Self::Request => "request",
         }
     }
+
+    /// The method of [`PetStoreClient`] that makes it.
+    fn method(self) -> &'static str {
+        match self {
+            Self::ListPets => "PetStoreClient::list_pets",
+            Self::CreatePet => "PetStoreClient::create_pet",
+            Self::GetPet => "PetStoreClient::get_pet",
+            Self::Request => "PetStoreClient::request",
+        }
+    }
 }
 
 /// One call, as a request builder describes it.
@@ -428,9 +438,10 @@ impl PetStoreClient {
             // An absent date (`None`) records no field at all.
             tracing::warn!(
                 operation = operation.name(),
+                method = operation.method(),
                 deprecated_at = notice.deprecated_at.map(rfc3339),
                 sunset = notice.sunset.map(rfc3339),
-                "the Pet Store API reports this operation as deprecated: it may go after its sunset date; the crate's documentation of the operation says what replaces it, and what does not"
+                "the Pet Store API reports this operation as deprecated: it may go after its sunset date; the documentation of the method named says what replaces it, and what does not"
             );
         }
     }

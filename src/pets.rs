@@ -84,7 +84,7 @@ impl PetStoreClient {
     /// ```
     #[deprecated(
         since = "0.1.0",
-        note = "getPet is deprecated by the Pet Store API and removed on 2030-12-05; `list_pets().status(..)` replaces it only partly (at most 100 pets per status, no id filter): see the README"
+        note = "getPet is deprecated by the Pet Store API and removed on 2030-12-05; `list_pets().status(..)` replaces it only partly (at most 100 pets per status, no id filter): see the README's section on migrating off getPet"
     )]
     pub fn get_pet(&self, id: impl Into<PetId>) -> GetPet {
         GetPet {

@@ -71,6 +71,10 @@ async fn a_deprecation_notice_is_exposed_and_warned_once_per_operation_per_proce
         warning.contains("deprecated_at=2023-06-30T23:59:59Z sunset=2030-12-05T00:00:00Z"),
         "expected both dates in RFC 3339, got {warning}"
     );
+    assert!(
+        warning.contains("method=\"PetStoreClient::get_pet\""),
+        "expected the method to change, got {warning}"
+    );
 
     first.clone().get_pet(42).send().await.unwrap();
     assert_eq!(
