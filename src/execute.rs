@@ -601,6 +601,8 @@ pub(crate) fn decode<T: DeserializeOwned>(
     let operation = operation.name();
     let text = std::str::from_utf8(body)
         .map_err(|e| Error::decode(operation, status, ".".to_owned(), body, e))?;
+    // No body (a 204) is `null`, so that it decodes as `()` or `None`.
+    let text = if text.is_empty() { "null" } else { text };
     serde_json::from_str(text).map_err(|error| {
         let (path, error) = locate::<T>(text, error);
         Error::decode(operation, status, path, body, error)

@@ -129,7 +129,8 @@ impl RawRequest {
         self
     }
 
-    /// Sends the request and decodes the JSON body of the success response as `T`.
+    /// Sends the request and decodes the JSON body of the success response as `T`. An answer
+    /// without a body (a 204) is JSON `null`: ask for `()` or an `Option`.
     ///
     /// # Errors
     ///

@@ -321,6 +321,25 @@ async fn retries_follow_the_method() {
     }
 }
 
+/// A 204, or any answer without a body, decodes as JSON `null`: `()` or an `Option`.
+#[tokio::test]
+async fn an_answer_without_a_body_decodes_as_unit_or_none() {
+    let server = start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/store/orders/1"))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(3)
+        .mount(&server)
+        .await;
+    let client = client(&server, RetryPolicy::none());
+    let delete = || client.request(Method::DELETE, "store/orders/1");
+
+    delete().send::<()>().await.unwrap();
+    assert_eq!(delete().send::<Option<Order>>().await.unwrap(), None);
+    let error = delete().send::<Order>().await.unwrap_err();
+    assert!(error.is_decode(), "expected a decode error, got {error:?}");
+}
+
 #[tokio::test]
 async fn a_body_that_is_not_the_type_asked_for_is_a_decode_error_with_its_path() {
     let server = start().await;
