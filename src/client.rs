@@ -259,9 +259,11 @@ impl PetStoreClientBuilder {
     /// `PETSTORE_API_KEY`, when set; other settings can still be changed.
     pub fn from_env() -> Self {
         let mut builder = Self::new();
-        builder.base_url = std::env::var(BASE_URL_ENV).ok();
+        // Not UTF-8, a value is still set: its replacement characters fail `build()`, naming it.
+        let var = |name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned());
+        builder.base_url = var(BASE_URL_ENV);
         builder.base_url_from_env = builder.base_url.is_some();
-        builder.api_key = std::env::var(API_KEY_ENV).ok();
+        builder.api_key = var(API_KEY_ENV);
         builder.api_key_from_env = builder.api_key.is_some();
         builder
     }
@@ -535,7 +537,8 @@ impl PetStoreClientBuilder {
     }
 }
 
-/// The base URL as errors and `Debug` show it: a user name or password in it masked as `***`;
+/// The base URL as errors and `Debug` show it: a user name or password in it masked as `***`,
+/// a query or fragment as `?…` or `#…`;
 /// `None` for text without `://`, which may be the API key given in its place. In text that is
 /// not a URL with a host, everything before the last `@` is masked, as it may be credentials.
 fn shown(raw: &str) -> Option<Cow<'_, str>> {
@@ -543,14 +546,31 @@ fn shown(raw: &str) -> Option<Cow<'_, str>> {
         return None;
     }
     Some(match Url::parse(raw.trim()) {
-        Ok(url) if url.has_host() && url.username().is_empty() && url.password().is_none() => {
+        Ok(url)
+            if url.has_host()
+                && url.username().is_empty()
+                && url.password().is_none()
+                && url.query().is_none()
+                && url.fragment().is_none() =>
+        {
             raw.into()
         }
         Ok(mut url) if url.has_host() => {
-            // Neither fails on a URL with a host.
-            let _ = url.set_password(None);
-            let _ = url.set_username("***");
-            url.as_str().to_owned().into()
+            if !url.username().is_empty() || url.password().is_some() {
+                // Neither fails on a URL with a host.
+                let _ = url.set_password(None);
+                let _ = url.set_username("***");
+            }
+            // A query or fragment may hold a token too: only that there is one is shown.
+            let cut = [
+                ("?…", url.query().is_some()),
+                ("#…", url.fragment().is_some()),
+            ];
+            url.set_query(None);
+            url.set_fragment(None);
+            let mut shown = url.to_string();
+            shown.extend(cut.iter().filter(|(_, had)| *had).map(|(mark, _)| *mark));
+            shown.into()
         }
         _ => match raw.rfind('@') {
             Some(at) => {
@@ -585,8 +605,9 @@ fn authorization(key: Option<&str>, from_env: bool) -> Result<HeaderValue> {
             "{the_key} contains characters that cannot be sent in an HTTP header"
         ))
     };
-    // `HeaderValue` accepts a tab, which would cut the bearer token short on the server.
-    if key.chars().any(char::is_control) {
+    // `HeaderValue` accepts a tab, which would cut the bearer token short on the server, and
+    // bytes past ASCII, which servers read in encodings of their own.
+    if !key.chars().all(|c| c.is_ascii() && !c.is_ascii_control()) {
         return Err(unsendable());
     }
     let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| unsendable())?;

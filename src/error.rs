@@ -88,7 +88,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// // e.g. "could not connect to the Pet Store API at 127.0.0.1:9 (after 4 attempts):
 /// // Connection refused (os error 111)"
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The service answered with an error status (4xx or 5xx, or an unexpected 1xx/3xx).

@@ -244,6 +244,8 @@ const _: () = {
     assert_send_sync::<RawRequest>();
     assert_send_sync::<Error>();
     assert_send_sync::<Response<Vec<Pet>>>();
+    #[cfg(feature = "redis")]
+    assert_send_sync::<RedisState>();
     #[allow(deprecated, dead_code)]
     fn futures_are_send(client: &PetStoreClient) {
         assert_send(&client.list_pets().send());

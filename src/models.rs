@@ -119,6 +119,12 @@ pub enum PetStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnknownStatus(String);
 
+impl fmt::Display for UnknownStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl UnknownStatus {
     /// The value as the service sent it.
     #[must_use]
@@ -220,7 +226,7 @@ impl<'de> Deserialize<'de> for PetStatus {
 /// assert_eq!(pet.status, Some(PetStatus::Available));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Pet {
@@ -278,7 +284,7 @@ impl Pet {
 /// );
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct NewPet {

@@ -94,9 +94,7 @@ impl RetryPolicy {
     /// assert_eq!(RetryPolicy::builder().build(), RetryPolicy::default());
     /// ```
     pub fn builder() -> RetryPolicyBuilder {
-        RetryPolicyBuilder {
-            policy: Self::default(),
-        }
+        RetryPolicyBuilder::default()
     }
 
     /// A policy that never retries. The client still holds requests while the service asked
@@ -282,7 +280,7 @@ impl RetryPolicy {
 /// assert_eq!(patient.max_delay(), Duration::from_secs(30));
 /// ```
 #[must_use]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RetryPolicyBuilder {
     policy: RetryPolicy,
 }

@@ -39,7 +39,7 @@ fn root(cause: &Cause) -> &(dyn StdError + 'static) {
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ThrottledError {
     pub(crate) retry_after: Duration,
     pub(crate) quota: Option<Quota>,
@@ -104,7 +104,7 @@ impl StdError for ThrottledError {}
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TimeoutError {
     pub(crate) kind: TimeoutKind,
     pub(crate) after: Option<Duration>,
@@ -145,6 +145,7 @@ impl fmt::Display for TimeoutError {
 impl StdError for TimeoutError {}
 
 /// Where a connect or connection error happened, why, and after how many attempts.
+#[derive(Clone)]
 pub(crate) struct Link {
     pub(crate) address: String,
     pub(crate) cause: Cause,
@@ -176,7 +177,7 @@ impl fmt::Debug for Link {
 macro_rules! transport_error {
     ($(#[$doc:meta])* $name:ident, $message:literal) => {
         $(#[$doc])*
-        #[derive(Debug)]
+        #[derive(Debug, Clone)]
         pub struct $name(pub(crate) Link);
 
         impl $name {
@@ -272,7 +273,7 @@ transport_error!(
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DecodeError {
     pub(crate) operation: &'static str,
     pub(crate) status: StatusCode,
@@ -345,7 +346,7 @@ impl StdError for DecodeError {
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BodyTooLargeError {
     pub(crate) status: StatusCode,
     pub(crate) limit: usize,
@@ -407,7 +408,7 @@ impl StdError for BodyTooLargeError {}
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct InvalidArgumentError {
     pub(crate) name: &'static str,
     pub(crate) value: Option<String>,
@@ -470,7 +471,7 @@ impl StdError for InvalidArgumentError {
 ///     "invalid client configuration: no base URL: call base_url() or set PETSTORE_BASE_URL",
 /// );
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ConfigError {
     pub(crate) reason: String,
     pub(crate) cause: Option<Cause>,

@@ -56,6 +56,7 @@ fn a_missing_empty_or_unsendable_key_is_a_configuration_error() {
         "FAKE-petstore-key\u{7f}-4242",
         "FAKE-petstore-key\u{1b}-4242",
         "FAKE-petstore-key\t4242",
+        "FAKE-petstore-clé-4242",
     ] {
         assert_config_error(
             with_key(unsendable),
@@ -98,13 +99,21 @@ fn a_missing_or_unusable_base_url_is_a_configuration_error() {
              write it as https://host/v1",
         );
     }
-    for url in [
-        "https://example.com/v1?debug=1",
-        "https://example.com/v1#top",
+    for (url, shown) in [
+        (
+            "https://example.com/v1?token=secret",
+            "https://example.com/v1?…",
+        ),
+        (
+            "https://example.com/v1#token=secret",
+            "https://example.com/v1#…",
+        ),
     ] {
+        let builder = at(url);
+        assert!(!format!("{builder:?}").contains("secret"), "{builder:?}");
         assert_config_error(
-            at(url),
-            &format!("the base URL `{url}` must not have a query or fragment"),
+            builder,
+            &format!("the base URL `{shown}` must not have a query or fragment"),
         );
     }
     for url in [
@@ -222,6 +231,21 @@ async fn from_env_reads_base_url_and_key_and_reports_what_is_unset_or_empty() {
     );
     let overridden = PetStoreClientBuilder::from_env().api_key(API_KEY).build();
     overridden.unwrap().list_pets().send().await.unwrap();
+
+    // A key that is not UTF-8 is not read as unset.
+    // SAFETY: as in `set_env`.
+    unsafe {
+        std::env::set_var(
+            API_KEY_ENV,
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+                b"FAKE-petstore-key-\xff",
+            ),
+        );
+    }
+    assert_config_error(
+        PetStoreClientBuilder::from_env(),
+        "the API key from PETSTORE_API_KEY contains characters that cannot be sent in an HTTP header",
+    );
 
     // The user set the variable, so the message names it.
     set_env(Some(&url), Some(" "));
