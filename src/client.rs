@@ -326,6 +326,22 @@ impl PetStoreClientBuilder {
     /// redirects to another host), proxies, TLS and the connection pool. Everything else here
     /// (the key, user agent, per-attempt and call timeouts, retries, pacing, body limit)
     /// still applies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_client::{PetStoreClient, reqwest};
+    ///
+    /// let http = reqwest::Client::builder()
+    ///     .connect_timeout(Duration::from_secs(3))
+    ///     .redirect(reqwest::redirect::Policy::none())
+    ///     .build()?;
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .http_client(http)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
         self

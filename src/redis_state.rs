@@ -154,7 +154,17 @@ impl RedisState {
         Ok(Self::from_client(client))
     }
 
-    /// A state kept in the Redis that `client` connects to.
+    /// A state kept in the Redis that `client` connects to: a client built with
+    /// `redis::Client::build_with_tls` for a certificate from a private authority, or with
+    /// settings of your own.
+    ///
+    /// ```
+    /// use petstore_client::RedisState;
+    ///
+    /// let client = redis::Client::open("redis://petstore:password@redis.internal:6379/2")?;
+    /// let state = RedisState::from_client(client);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_client(client: redis::Client) -> Self {
         Self::kept_in(rate::RedisTopology::Server(client))
     }
@@ -265,6 +275,14 @@ impl RedisState {
     /// seen to answer slower is waited for longer, as TCP waits for an acknowledgement: its
     /// smoothed round trip and four times the variation, doubled after each late answer, at
     /// most eight times this.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_client::RedisState;
+    ///
+    /// let state = RedisState::new("redis://redis.internal:6379/")?.timeout(Duration::from_millis(100));
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
         Self {

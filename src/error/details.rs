@@ -48,7 +48,8 @@ pub struct ThrottledError {
 }
 
 impl ThrottledError {
-    /// How long until the service accepts requests again.
+    /// How long until the service accepts requests again, exactly, from when the call gave
+    /// up (`Display` rounds it up to whole seconds).
     #[must_use]
     pub fn retry_after(&self) -> Duration {
         self.retry_after
