@@ -417,7 +417,8 @@ impl PetStoreClientBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when the base URL or API key is missing, the key cannot be sent in
+    /// [`Error::Config`] when a timeout or [`max_response_body`](Self::max_response_body) is
+    /// zero, the base URL or API key is missing, the key cannot be sent in
     /// an HTTP header, the base URL has no `://` or does not parse, contains a user name or
     /// password, is not `http` or `https`, has a query or fragment, or does not end in `/v1`,
     /// the base URL is plain `http://` to a host other than loopback (unless
@@ -425,6 +426,22 @@ impl PetStoreClientBuilder {
     /// build with neither the `rustls` nor the `native-tls` feature (unless a
     /// [`http_client`](Self::http_client) is supplied), or the HTTP client cannot be created.
     pub fn build(self) -> Result<PetStoreClient> {
+        let zero = Some(Duration::ZERO);
+        let timeouts = [
+            ("connect_timeout", self.connect_timeout.flatten()),
+            ("attempt_timeout", self.attempt_timeout),
+            ("call_timeout", self.call_timeout),
+        ];
+        if let Some((name, _)) = timeouts.iter().find(|(_, timeout)| *timeout == zero) {
+            return Err(Error::config(format!(
+                "a {name} of zero fails every call: give a longer one, or None for no limit"
+            )));
+        }
+        if self.max_response_body == 0 {
+            return Err(Error::config(
+                "a max_response_body of zero refuses every body: give a size in bytes",
+            ));
+        }
         let base_url = self.parse_base_url()?;
         let key = self.api_key.as_deref();
         let authorization = authorization(key, self.api_key_from_env)?;

@@ -66,6 +66,30 @@ fn a_missing_empty_or_unsendable_key_is_a_configuration_error() {
 }
 
 #[test]
+fn a_zero_timeout_or_body_limit_is_a_configuration_error() {
+    let builder = || builder_at(LOOPBACK);
+    for (builder, name) in [
+        (builder().connect_timeout(Duration::ZERO), "connect_timeout"),
+        (builder().attempt_timeout(Duration::ZERO), "attempt_timeout"),
+        (builder().call_timeout(Duration::ZERO), "call_timeout"),
+    ] {
+        assert_config_error(
+            builder,
+            &format!("a {name} of zero fails every call: give a longer one, or None for no limit"),
+        );
+    }
+    assert_config_error(
+        builder().max_response_body(0),
+        "a max_response_body of zero refuses every body: give a size in bytes",
+    );
+    builder()
+        .connect_timeout(None)
+        .attempt_timeout(None)
+        .build()
+        .unwrap();
+}
+
+#[test]
 fn a_missing_or_unusable_base_url_is_a_configuration_error() {
     let at = |url: &str| builder_at(url);
     assert_config_error(
