@@ -571,9 +571,9 @@ impl PetStoreClientBuilder {
 }
 
 /// The base URL as errors and `Debug` show it: a user name or password in it masked as `***`,
-/// a query or fragment as `?…` or `#…`;
-/// `None` for text without `://`, which may be the API key given in its place. In text that is
-/// not a URL with a host, everything before the last `@` is masked, as it may be credentials.
+/// a query or fragment as `?…` or `#…`; `None` for text without `://`, which may be the API key
+/// given in its place. In text that is not a URL with a host, everything before the last `@` is
+/// masked, as it may be credentials.
 fn shown(raw: &str) -> Option<Cow<'_, str>> {
     if !raw.contains("://") {
         return None;

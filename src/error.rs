@@ -579,8 +579,7 @@ impl Error {
                 mask(&mut decode.path, secret);
                 mask(&mut decode.snippet, secret);
                 let mut cause = decode.cause.to_string();
-                if !secret.is_empty() && cause.contains(secret) {
-                    mask(&mut cause, secret);
+                if mask(&mut cause, secret) {
                     decode.cause =
                         Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(cause));
                 }

@@ -120,12 +120,13 @@
 //! # Logging
 //!
 //! The client emits [`tracing`](https://docs.rs/tracing) spans and events: a `DEBUG`
-//! `petstore_client` span per call (`petstore.operation`, and OpenTelemetry's HTTP client names `http.request.method`,
-//! `url.path`, `server.address`, `server.port`) with a `DEBUG` `attempt` span per request
-//! (`http.response.status_code`, and `http.request.resend_count` on a resend), an `INFO` event
-//! per retry (reason, delay and its source), an event when the rate discipline holds a request
-//! (`INFO` for a hold of a second or more, with its reason and length, one in ten seconds at
-//! most; `DEBUG` for the others), and one `WARN` per deprecated operation. The API key never appears.
+//! `petstore_client` span per call (`petstore.operation`, and OpenTelemetry's HTTP client
+//! names `http.request.method`, `url.path`, `server.address`, `server.port`) with a `DEBUG`
+//! `attempt` span per request (`http.response.status_code`, and `http.request.resend_count` on
+//! a resend), an `INFO` event per retry (reason, delay and its source), an event when the rate
+//! discipline holds a request (`INFO` for a hold of a second or more, with its reason and
+//! length, one in ten seconds at most; `DEBUG` for the others), and one `WARN` per deprecated
+//! operation. The API key never appears.
 //!
 //! Every [`Response`] and [`Error`] also tells how its call went ([`CallInfo`]): attempts, how
 //! long the rate discipline held it and why ([`HoldCause`]), backoff and total time. With the

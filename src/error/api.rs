@@ -295,11 +295,13 @@ impl ApiError {
     }
 }
 
-/// Masks `secret` as `***` in `text`.
-pub(crate) fn mask(text: &mut String, secret: &str) {
-    if !secret.is_empty() && text.contains(secret) {
+/// Masks `secret` as `***` in `text`; whether it was there.
+pub(crate) fn mask(text: &mut String, secret: &str) -> bool {
+    let found = !secret.is_empty() && text.contains(secret);
+    if found {
         *text = text.replace(secret, "***");
     }
+    found
 }
 
 /// The first [`SNIPPET_BYTES`] of a body, cut on a character boundary.
