@@ -257,6 +257,17 @@ impl PetStoreClientBuilder {
 
     /// A builder with the base URL and API key from `PETSTORE_BASE_URL` and
     /// `PETSTORE_API_KEY`, when set; other settings can still be changed.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use petstore_client::PetStoreClientBuilder;
+    ///
+    /// // PETSTORE_BASE_URL=https://petstore.example.com/v1 PETSTORE_API_KEY=...
+    /// let client = PetStoreClientBuilder::from_env()
+    ///     .call_timeout(Duration::from_secs(60))
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn from_env() -> Self {
         let mut builder = Self::new();
         // Not UTF-8, a value is still set: its replacement characters fail `build()`, naming it.
@@ -288,14 +299,40 @@ impl PetStoreClientBuilder {
 
     /// How long establishing a connection (TCP and TLS) may take; `None` for no limit. With a
     /// supplied [`http_client`](Self::http_client), set it on that client instead: setting
-    /// both is a configuration error.
+    /// both is a configuration error. 10 s by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .connect_timeout(Duration::from_secs(3))
+    ///     .attempt_timeout(Duration::from_secs(10))
+    ///     .call_timeout(Duration::from_secs(60))
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn connect_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.connect_timeout = Some(timeout.into());
         self
     }
 
     /// How long one attempt (sending the request and reading the whole response) may take;
-    /// `None` for no limit.
+    /// `None` for no limit; 30 s by default. A test on tokio's paused clock turns it off, as
+    /// the clock jumps past it while the runtime waits for I/O.
+    ///
+    /// ```
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .attempt_timeout(None)
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn attempt_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.attempt_timeout = timeout.into();
         self
@@ -310,6 +347,17 @@ impl PetStoreClientBuilder {
     }
 
     /// The `User-Agent` header; `petstore-client/<crate version>` by default.
+    ///
+    /// ```
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .user_agent("inventory-sync/2.1")
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
         self.user_agent = Some(user_agent.into());
         self
@@ -348,6 +396,17 @@ impl PetStoreClientBuilder {
     }
 
     /// The retry policy of every call, unless a request overrides it.
+    ///
+    /// ```
+    /// use petstore_client::{PetStoreClient, RetryPolicy};
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .retry_policy(RetryPolicy::builder().max_retries(5).build())
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -371,6 +430,21 @@ impl PetStoreClientBuilder {
 
     /// Which clients share a rate-limit state; [`RateLimitScope::Process`] by default: every
     /// client in this process for the same base URL and key.
+    ///
+    /// ```
+    /// use petstore_client::{PetStoreClient, RateLimitScope};
+    ///
+    /// // A test that plays two independent processes on one key.
+    /// let instance = || {
+    ///     PetStoreClient::builder()
+    ///         .base_url("http://127.0.0.1:8080/v1")
+    ///         .api_key("sandbox-pro-key")
+    ///         .rate_limit_scope(RateLimitScope::Client)
+    ///         .build()
+    /// };
+    /// let (first, second) = (instance()?, instance()?);
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn rate_limit_scope(mut self, scope: RateLimitScope) -> Self {
         self.rate_limit_scope = scope;
         self
@@ -401,6 +475,17 @@ impl PetStoreClientBuilder {
 
     /// The largest response body the client reads; a larger one fails the call with
     /// [`Error::BodyTooLarge`] and is not read past the limit. 8 MiB by default.
+    ///
+    /// ```
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("https://petstore.example.com/v1")
+    ///     .api_key("my-api-key")
+    ///     .max_response_body(1024 * 1024)
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn max_response_body(mut self, bytes: usize) -> Self {
         self.max_response_body = bytes;
         self
@@ -408,6 +493,18 @@ impl PetStoreClientBuilder {
 
     /// Allows a plain `http://` base URL on a host other than loopback. Off by default, since
     /// the API key would travel in clear text.
+    ///
+    /// ```
+    /// use petstore_client::PetStoreClient;
+    ///
+    /// // A service inside a private network, reached without TLS.
+    /// let client = PetStoreClient::builder()
+    ///     .base_url("http://petstore.internal:8080/v1")
+    ///     .api_key("my-api-key")
+    ///     .allow_insecure_http(true)
+    ///     .build()?;
+    /// # Ok::<(), petstore_client::Error>(())
+    /// ```
     pub fn allow_insecure_http(mut self, allow: bool) -> Self {
         self.allow_insecure_http = allow;
         self

@@ -144,13 +144,28 @@ pub struct ListPets {
 }
 
 impl ListPets {
-    /// The maximum number of pets returned, 1 to 100; the service's default is 20.
+    /// The maximum number of pets returned, 1 to 100; the service's default is 20. Outside
+    /// that range, `send` fails with [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// and sends nothing.
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// use petstore_client::PetStatus;
+    ///
+    /// let sold = client.list_pets().status(PetStatus::Sold).limit(100).send().await?;
+    /// println!("{} sold", sold.len());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
         self
     }
 
-    /// Only pets with this status.
+    /// Only pets with this status: one of the three the specification allows (an
+    /// [`Unknown`](PetStatus::Unknown) one fails `send` with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)). See [`limit`](Self::limit)
+    /// for an example.
     pub fn status(mut self, status: impl Into<PetStatus>) -> Self {
         self.status = Some(status.into());
         self

@@ -114,7 +114,23 @@ impl RawRequest {
         self
     }
 
-    /// The body, serialized as JSON and sent with `Content-Type: application/json`.
+    /// The body, serialized as JSON and sent with `Content-Type: application/json`. A value
+    /// that does not serialize fails `send` with [`Error::InvalidArgument`] before anything is
+    /// sent.
+    ///
+    /// ```no_run
+    /// # async fn run(client: petstore_client::PetStoreClient) -> petstore_client::Result<()> {
+    /// use petstore_client::reqwest::Method;
+    /// use serde_json::json;
+    ///
+    /// let order: serde_json::Value = client
+    ///     .request(Method::POST, "store/orders")
+    ///     .json(&json!({ "petId": 1, "quantity": 2 }))
+    ///     .send()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn json<B: Serialize + ?Sized>(mut self, body: &B) -> Self {
         match serde_json::to_vec(body) {
             Ok(body) => self.body = Some(Bytes::from(body)),
