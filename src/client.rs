@@ -531,12 +531,12 @@ impl PetStoreClientBuilder {
         ];
         if let Some((name, _)) = timeouts.iter().find(|(_, timeout)| *timeout == zero) {
             return Err(Error::config(format!(
-                "a {name} of zero fails every call: give a longer one, or None for no limit"
+                "{name} is zero, which fails every call: give a longer one, or None for no limit"
             )));
         }
         if self.max_response_body == 0 {
             return Err(Error::config(
-                "a max_response_body of zero refuses every body: give a size in bytes",
+                "max_response_body is zero, which refuses every body: give a size in bytes",
             ));
         }
         let base_url = self.parse_base_url()?;

@@ -75,12 +75,14 @@ fn a_zero_timeout_or_body_limit_is_a_configuration_error() {
     ] {
         assert_config_error(
             builder,
-            &format!("a {name} of zero fails every call: give a longer one, or None for no limit"),
+            &format!(
+                "{name} is zero, which fails every call: give a longer one, or None for no limit"
+            ),
         );
     }
     assert_config_error(
         builder().max_response_body(0),
-        "a max_response_body of zero refuses every body: give a size in bytes",
+        "max_response_body is zero, which refuses every body: give a size in bytes",
     );
     builder()
         .connect_timeout(None)
