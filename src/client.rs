@@ -523,22 +523,7 @@ impl PetStoreClientBuilder {
     /// build with neither the `rustls` nor the `native-tls` feature (unless a
     /// [`http_client`](Self::http_client) is supplied), or the HTTP client cannot be created.
     pub fn build(self) -> Result<PetStoreClient> {
-        let zero = Some(Duration::ZERO);
-        let timeouts = [
-            ("connect_timeout", self.connect_timeout.flatten()),
-            ("attempt_timeout", self.attempt_timeout),
-            ("call_timeout", self.call_timeout),
-        ];
-        if let Some((name, _)) = timeouts.iter().find(|(_, timeout)| *timeout == zero) {
-            return Err(Error::config(format!(
-                "{name} is zero, which fails every call: give a longer one, or None for no limit"
-            )));
-        }
-        if self.max_response_body == 0 {
-            return Err(Error::config(
-                "max_response_body is zero, which refuses every body: give a size in bytes",
-            ));
-        }
+        self.refuse_zero_limits()?;
         let base_url = self.parse_base_url()?;
         let key = self.api_key.as_deref();
         let authorization = authorization(key, self.api_key_from_env)?;
@@ -602,6 +587,27 @@ impl PetStoreClientBuilder {
                 meter,
             }),
         })
+    }
+
+    /// A zero timeout or body limit, which would fail every call.
+    fn refuse_zero_limits(&self) -> Result<()> {
+        let zero = Some(Duration::ZERO);
+        let timeouts = [
+            ("connect_timeout", self.connect_timeout.flatten()),
+            ("attempt_timeout", self.attempt_timeout),
+            ("call_timeout", self.call_timeout),
+        ];
+        if let Some((name, _)) = timeouts.iter().find(|(_, timeout)| *timeout == zero) {
+            return Err(Error::config(format!(
+                "{name} is zero, which fails every call: give a longer one, or None for no limit"
+            )));
+        }
+        if self.max_response_body == 0 {
+            return Err(Error::config(
+                "max_response_body is zero, which refuses every body: give a size in bytes",
+            ));
+        }
+        Ok(())
     }
 
     fn parse_base_url(&self) -> Result<Url> {
